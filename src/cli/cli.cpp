@@ -1,0 +1,251 @@
+#include "cli/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "config/config.hpp"
+#include "dist/grid.hpp"
+#include "dist/job_env.hpp"
+#include "dist/launcher.hpp"
+#include "model/flops.hpp"
+#include "pipeline/schedule.hpp"
+#include "train/trainer.hpp"
+
+namespace trainer::cli {
+namespace {
+
+constexpr int kExitBadInput = 2;
+
+void setup_logging(const std::string& level, const dist::JobEnv& job, const Config* cfg) {
+  std::string where = "rank " + std::to_string(job.rank);
+  if (cfg) {
+    const auto& p = cfg->parallel;
+    if (p.dp > 0 && p.pp > 0 && p.tp > 0 && world_size_of(p) == job.world_size) {
+      auto c = dist::Grid(p.dp, p.pp, p.tp).coord_of(job.rank);
+      where += " dp" + std::to_string(c.dp) + " pp" + std::to_string(c.pp) + " tp" + std::to_string(c.tp);
+    }
+  }
+  spdlog::set_pattern("[%H:%M:%S] [" + where + "] %^%l%$: %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+void print_derived(const Config& cfg) {
+  const auto& p = cfg.parallel;
+  const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
+  const int m = num_microbatches(cfg);
+  auto ranges = pipeline::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
+  std::ostringstream layers;
+  for (size_t i = 0; i < ranges.size(); ++i)
+    layers << (i ? ", " : "") << ranges[i].second - ranges[i].first;
+  std::cout << "derived:\n"
+            << "  world_size: " << world_size_of(p) << "\n"
+            << "  parameters: " << model::count_parameters(cfg.model) << "\n"
+            << "  padded_vocab_size: " << padded_vocab_size(cfg.model, p.tp) << "\n"
+            << "  layers_per_stage: [" << layers.str() << "]\n"
+            << "  microbatches: " << m << "\n"
+            << "  global_batch_size: " << cfg.train.global_batch_size << "\n"
+            << "  tokens_per_step: " << static_cast<long long>(cfg.train.global_batch_size) * cfg.model.seq_len << "\n"
+            << "  flops_per_token: " << model::flops_per_token(cfg.model) << "\n"
+            << "  theoretical_bubble: " << pipeline::theoretical_bubble(p.pp, m, v) << "\n";
+}
+
+int cmd_check_config(const std::string& path, const std::vector<std::string>& sets, int world) {
+  Config cfg = load_config(path, sets);
+  validate(cfg, world);
+  std::cout << "# " << path << ": OK\n" << to_yaml(cfg);
+  print_derived(cfg);
+  return 0;
+}
+
+struct RendezvousFlags {
+  int rank = -1, world_size = -1, master_port = -1;
+  std::string master_addr;
+};
+
+dist::JobEnv job_from(const RendezvousFlags& f) {
+  auto env = dist::current_environment();
+  if (f.rank >= 0) env["RANK"] = std::to_string(f.rank);
+  if (f.world_size >= 0) env["WORLD_SIZE"] = std::to_string(f.world_size);
+  if (!f.master_addr.empty()) env["MASTER_ADDR"] = f.master_addr;
+  if (f.master_port >= 0) env["MASTER_PORT"] = std::to_string(f.master_port);
+  return dist::detect_job_env(env);
+}
+
+int cmd_train(const std::string& path, const std::vector<std::string>& sets, const RendezvousFlags& rdzv,
+              const TrainOptions& opts) {
+  const dist::JobEnv job = job_from(rdzv);
+  Config cfg = load_config(path, sets);
+  validate(cfg, job.world_size);  // before any process group exists
+  setup_logging(cfg.logging.level, job, &cfg);
+  try {
+    return run_training(cfg, job, opts);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+// Parses "2x2x2" (dp x pp x tp).
+std::array<int, 3> parse_layout(const std::string& text) {
+  std::array<int, 3> out{};
+  char x1 = 0, x2 = 0;
+  std::istringstream s(text);
+  if (!(s >> out[0] >> x1 >> out[1] >> x2 >> out[2]) || x1 != 'x' || x2 != 'x' || !s.eof())
+    throw ConfigError("--layouts: '" + text + "' is not DPxPPxTP, e.g. 2x2x2");
+  return out;
+}
+
+std::vector<double> read_losses(const std::string& file) {
+  std::vector<double> out;
+  std::ifstream in(file);
+  for (double loss, norm; in >> loss >> norm;) out.push_back(loss);
+  return out;
+}
+
+int cmd_verify(const std::string& path, std::vector<std::string> sets, const std::string& layouts,
+               int steps, double tolerance) {
+  if (steps > 0) sets.push_back("train.steps=" + std::to_string(steps));
+  std::vector<std::array<int, 3>> list;
+  std::stringstream ls(layouts);
+  for (std::string item; std::getline(ls, item, ',');) list.push_back(parse_layout(item));
+  if (list.empty()) throw ConfigError("--layouts: give at least one layout");
+  // Every layout is validated before anything runs.
+  for (auto& l : list) {
+    auto s = sets;
+    s.push_back("parallel.dp=" + std::to_string(l[0]));
+    s.push_back("parallel.pp=" + std::to_string(l[1]));
+    s.push_back("parallel.tp=" + std::to_string(l[2]));
+    validate(load_config(path, s), l[0] * l[1] * l[2]);
+  }
+  const std::string root = std::filesystem::temp_directory_path() / ("trainer-verify-" + std::to_string(getpid()));
+  std::vector<std::vector<double>> losses;
+  for (auto& l : list) {
+    const std::string name = std::to_string(l[0]) + "x" + std::to_string(l[1]) + "x" + std::to_string(l[2]);
+    dist::LaunchOptions o;
+    o.nproc = l[0] * l[1] * l[2];
+    o.args = {"train", path, "--dump", root + "/" + name};
+    for (const auto& s : sets) o.args.insert(o.args.end(), {"--set", s});
+    for (const auto& s : {"parallel.dp=" + std::to_string(l[0]), "parallel.pp=" + std::to_string(l[1]),
+                          "parallel.tp=" + std::to_string(l[2]), std::string("logging.interval=1000000")})
+      o.args.insert(o.args.end(), {"--set", s});
+    std::cout << "verify: running " << name << " (" << o.nproc << " processes)" << std::endl;
+    if (int rc = dist::launch_local(o); rc != 0) {
+      std::cerr << "verify: layout " << name << " failed with exit code " << rc << "\n";
+      return rc;
+    }
+    losses.push_back(read_losses(root + "/" + name + "/losses.txt"));
+  }
+  std::filesystem::remove_all(root);
+  std::printf("%6s", "step");
+  for (auto& l : list) std::printf(" %14s", (std::to_string(l[0]) + "x" + std::to_string(l[1]) + "x" + std::to_string(l[2])).c_str());
+  std::printf(" %12s\n", "max rel diff");
+  double worst = 0;
+  for (size_t s = 0; s < losses[0].size(); ++s) {
+    std::printf("%6zu", s + 1);
+    double row = 0;
+    for (auto& l : losses) {
+      const double x = s < l.size() ? l[s] : NAN;
+      std::printf(" %14.8f", x);
+      const double rel = std::abs(x - losses[0][s]) / std::max(1e-12, std::abs(losses[0][s]));
+      row = std::isnan(rel) ? INFINITY : std::max(row, rel);
+    }
+    std::printf(" %12.3e\n", row);
+    worst = std::max(worst, row);
+  }
+  const bool ok = worst <= tolerance;
+  std::printf("worst relative difference %.3e (tolerance %.1e): %s\n", worst, tolerance, ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
+
+int cmd_config_keys() {
+  std::cout << "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (const auto& k : config_keys())
+    std::cout << "| `" << k.key << "` | " << k.type << " | `" << k.default_value << "` | " << k.help << " |\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainer: 3D-parallel (DP x PP x TP) GPT pretraining on LibTorch"};
+  app.require_subcommand(1);
+
+  std::string config_path;
+  std::vector<std::string> sets;
+  auto add_config = [&](CLI::App* sub) {
+    sub->add_option("config", config_path, "YAML config file")->required();
+    sub->add_option("--set", sets, "override: section.key=value (repeatable)")->take_all()->allow_extra_args(false);
+  };
+
+  auto* train = app.add_subcommand("train", "train a model");
+  add_config(train);
+  RendezvousFlags rdzv;
+  TrainOptions topts;
+  train->add_option("--rank", rdzv.rank, "this process's rank (instead of the environment)");
+  train->add_option("--world-size", rdzv.world_size, "number of processes");
+  train->add_option("--master-addr", rdzv.master_addr, "address of rank 0's store");
+  train->add_option("--master-port", rdzv.master_port, "port of rank 0's store");
+  train->add_option("--dump", topts.dump_dir, "write losses, final parameters and gradients here")->group("");
+  train->add_option("--inject-nonfinite-step", topts.inject_nonfinite_step, "poison a gradient at this step")->group("");
+
+  auto* check = app.add_subcommand("check-config", "validate a config and print it resolved");
+  add_config(check);
+  int check_world = 0;
+  check->add_option("--world-size", check_world, "also check against this many processes");
+
+  auto* launch = app.add_subcommand("launch", "start N local worker processes of trainer");
+  dist::LaunchOptions lopts;
+  std::vector<std::string> command;
+  launch->add_option("--nproc", lopts.nproc, "number of processes")->required();
+  launch->add_option("--master-port", lopts.master_port, "store port (default: a free one)");
+  launch->add_option("command", command, "subcommand and arguments, after --")->required();
+
+  auto* verify = app.add_subcommand("verify", "run the same steps at several layouts and compare losses");
+  add_config(verify);
+  std::string layouts;
+  int verify_steps = 0;
+  double tolerance = 1e-5;
+  verify->add_option("--layouts", layouts, "comma-separated DPxPPxTP, e.g. 1x1x1,2x2x2")->required();
+  verify->add_option("--steps", verify_steps, "steps per layout (default: train.steps)");
+  verify->add_option("--tolerance", tolerance, "largest allowed relative loss difference");
+
+  auto* keys = app.add_subcommand("config-keys", "print every config key as a Markdown table");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitBadInput;
+  }
+  try {
+    if (*train) return cmd_train(config_path, sets, rdzv, topts);
+    if (*check) return cmd_check_config(config_path, sets, check_world);
+    if (*verify) return cmd_verify(config_path, sets, layouts, verify_steps, tolerance);
+    if (*keys) return cmd_config_keys();
+    if (*launch) {
+      lopts.args = command;
+      return dist::launch_local(lopts);
+    }
+  } catch (const ConfigError& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return kExitBadInput;
+  } catch (const dist::JobEnvError& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace trainer::cli

@@ -1,0 +1,466 @@
+#include "config/config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace trainer {
+namespace {
+
+// One schema entry: how to read a key from YAML into the Config and print it back.
+struct Field {
+  std::string key;
+  std::string type;
+  std::vector<std::string> choices;  // for strings with a fixed set of values
+  std::string help;
+  std::function<void(Config&, const YAML::Node&, const std::string& where)> set;
+  std::function<std::string(const Config&)> get;
+};
+
+std::string where_of(const std::string& origin, const YAML::Node& node) {
+  if (node.Mark().is_null()) return origin;
+  return origin + ":" + std::to_string(node.Mark().line + 1);
+}
+
+[[noreturn]] void type_error(const std::string& key, const std::string& type,
+                             const YAML::Node& node, const std::string& where) {
+  std::string got = node.IsScalar() ? "'" + node.Scalar() + "'"
+                    : node.IsSequence() ? "a list"
+                    : node.IsMap()      ? "a mapping"
+                                        : "nothing";
+  throw ConfigError(where + ": key '" + key + "' must be " + type + ", got " + got);
+}
+
+template <typename T>
+T read_scalar(const std::string& key, const std::string& type, const YAML::Node& node,
+              const std::string& where) {
+  if (!node.IsScalar()) type_error(key, type, node, where);
+  try {
+    return node.as<T>();
+  } catch (const YAML::Exception&) {
+    type_error(key, type, node, where);
+  }
+}
+
+// Reads a value of C++ type T; the specialisations carry the per-type rules.
+template <typename T>
+T read_value(const std::string& key, const YAML::Node& node, const std::string& where);
+
+template <>
+int read_value<int>(const std::string& key, const YAML::Node& node, const std::string& where) {
+  return read_scalar<int>(key, "an integer", node, where);
+}
+template <>
+std::int64_t read_value<std::int64_t>(const std::string& key, const YAML::Node& node,
+                                      const std::string& where) {
+  return read_scalar<std::int64_t>(key, "an integer", node, where);
+}
+template <>
+double read_value<double>(const std::string& key, const YAML::Node& node,
+                          const std::string& where) {
+  return read_scalar<double>(key, "a number", node, where);
+}
+template <>
+bool read_value<bool>(const std::string& key, const YAML::Node& node, const std::string& where) {
+  return read_scalar<bool>(key, "true or false", node, where);
+}
+template <>
+std::string read_value<std::string>(const std::string& key, const YAML::Node& node,
+                                    const std::string& where) {
+  if (node.IsNull()) return "";
+  return read_scalar<std::string>(key, "a string", node, where);
+}
+template <>
+std::vector<int> read_value<std::vector<int>>(const std::string& key, const YAML::Node& node,
+                                              const std::string& where) {
+  if (node.IsNull()) return {};
+  if (!node.IsSequence()) type_error(key, "a list of integers", node, where);
+  std::vector<int> out;
+  for (const auto& item : node) out.push_back(read_scalar<int>(key, "a list of integers", item, where));
+  return out;
+}
+
+template <typename T> std::string type_name();
+template <> std::string type_name<int>() { return "int"; }
+template <> std::string type_name<std::int64_t>() { return "int"; }
+template <> std::string type_name<double>() { return "float"; }
+template <> std::string type_name<bool>() { return "bool"; }
+template <> std::string type_name<std::string>() { return "string"; }
+template <> std::string type_name<std::vector<int>>() { return "list of int"; }
+
+template <typename T> std::string show(const T& v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+template <> std::string show<bool>(const bool& v) { return v ? "true" : "false"; }
+template <> std::string show<std::string>(const std::string& v) { return v.empty() ? "\"\"" : v; }
+template <> std::string show<std::vector<int>>(const std::vector<int>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+template <typename Section, typename T>
+Field field(std::string key, Section Config::*section, T Section::*member, std::string help,
+            std::vector<std::string> choices = {}) {
+  Field f;
+  f.key = key;
+  f.type = type_name<T>();
+  f.choices = choices;
+  f.help = std::move(help);
+  f.set = [key, section, member, choices](Config& cfg, const YAML::Node& node,
+                                          const std::string& where) {
+    T value = read_value<T>(key, node, where);
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
+        std::string list;
+        for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+        throw ConfigError(where + ": key '" + key + "' is '" + value + "'; use one of: " + list);
+      }
+    }
+    cfg.*section.*member = value;
+  };
+  f.get = [section, member](const Config& cfg) { return show(cfg.*section.*member); };
+  return f;
+}
+
+const std::vector<Field>& schema() {
+  using C = Config;
+  static const std::vector<Field> fields = {
+      field("model.layers", &C::model, &ModelConfig::layers, "Transformer blocks"),
+      field("model.hidden", &C::model, &ModelConfig::hidden, "model width"),
+      field("model.heads", &C::model, &ModelConfig::heads, "attention heads (divisible by tp)"),
+      field("model.ffn", &C::model, &ModelConfig::ffn, "MLP inner width (divisible by tp)"),
+      field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "tokenizer vocabulary size"),
+      field("model.seq_len", &C::model, &ModelConfig::seq_len, "tokens per sample"),
+      field("model.positions", &C::model, &ModelConfig::positions, "position encoding",
+            {"learned", "rope"}),
+      field("model.norm", &C::model, &ModelConfig::norm, "normalisation", {"layernorm", "rmsnorm"}),
+      field("model.mlp", &C::model, &ModelConfig::mlp, "MLP type", {"gelu", "swiglu"}),
+      field("model.tied_embeddings", &C::model, &ModelConfig::tied_embeddings,
+            "output head shares the input embedding"),
+      field("model.bias", &C::model, &ModelConfig::bias, "biases in linear layers and norms"),
+      field("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability"),
+      field("model.init_std", &C::model, &ModelConfig::init_std, "std of the normal init"),
+      field("model.norm_eps", &C::model, &ModelConfig::norm_eps, "epsilon of the norms"),
+      field("model.rope_theta", &C::model, &ModelConfig::rope_theta, "RoPE base"),
+      field("model.vocab_divisible_by", &C::model, &ModelConfig::vocab_divisible_by,
+            "vocab padded to a multiple of this x tp"),
+      field("parallel.dp", &C::parallel, &ParallelConfig::dp, "data-parallel size"),
+      field("parallel.pp", &C::parallel, &ParallelConfig::pp, "pipeline stages"),
+      field("parallel.tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel size"),
+      field("parallel.micro_batch_size", &C::parallel, &ParallelConfig::micro_batch_size,
+            "samples per microbatch"),
+      field("parallel.schedule", &C::parallel, &ParallelConfig::schedule, "pipeline schedule",
+            {"1f1b", "gpipe", "interleaved-1f1b"}),
+      field("parallel.virtual_stages", &C::parallel, &ParallelConfig::virtual_stages,
+            "model chunks per pipeline rank (interleaved-1f1b)"),
+      field("parallel.stage_layers", &C::parallel, &ParallelConfig::stage_layers,
+            "layers per pipeline stage; empty = even split"),
+      field("parallel.sequence_parallel", &C::parallel, &ParallelConfig::sequence_parallel,
+            "shard norm/dropout regions along the sequence over tp"),
+      field("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate"),
+      field("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of decay"),
+      field("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps"),
+      field("optim.decay", &C::optim, &OptimConfig::decay, "decay after warm-up",
+            {"cosine", "linear", "constant"}),
+      field("optim.weight_decay", &C::optim, &OptimConfig::weight_decay, "AdamW decoupled decay"),
+      field("optim.beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1"),
+      field("optim.beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2"),
+      field("optim.eps", &C::optim, &OptimConfig::eps, "AdamW epsilon"),
+      field("optim.grad_clip", &C::optim, &OptimConfig::grad_clip,
+            "max global gradient norm; 0 disables"),
+      field("optim.zero_stage", &C::optim, &OptimConfig::zero_stage,
+            "1 = shard optimizer state and fp32 master over dp"),
+      field("optim.bucket_mb", &C::optim, &OptimConfig::bucket_mb, "gradient bucket size (MB)"),
+      field("optim.nonfinite", &C::optim, &OptimConfig::nonfinite,
+            "what to do with a non-finite gradient norm", {"skip", "abort"}),
+      field("optim.decay_embeddings", &C::optim, &OptimConfig::decay_embeddings,
+            "apply weight decay to embeddings"),
+      field("optim.decay_norms_and_biases", &C::optim, &OptimConfig::decay_norms_and_biases,
+            "apply weight decay to norms and biases"),
+      field("train.steps", &C::train, &TrainConfig::steps, "optimizer steps"),
+      field("train.global_batch_size", &C::train, &TrainConfig::global_batch_size,
+            "samples per step over all data-parallel ranks"),
+      field("train.eval_interval", &C::train, &TrainConfig::eval_interval,
+            "steps between validation runs; 0 = never"),
+      field("train.eval_iters", &C::train, &TrainConfig::eval_iters,
+            "global batches per validation run"),
+      field("data.source", &C::data, &DataConfig::source, "where samples come from",
+            {"synthetic", "tokens"}),
+      field("data.path", &C::data, &DataConfig::path, "raw uint16 token file (data.source=tokens)"),
+      field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir,
+            "checkpoint directory; empty = no checkpoints"),
+      field("checkpoint.interval", &C::checkpoint, &CheckpointConfig::interval,
+            "steps between checkpoints; 0 = only at the end"),
+      field("checkpoint.keep_last", &C::checkpoint, &CheckpointConfig::keep_last,
+            "checkpoints kept; older ones are deleted"),
+      field("logging.dir", &C::logging, &LoggingConfig::dir,
+            "directory for metrics.jsonl; empty = console only"),
+      field("logging.interval", &C::logging, &LoggingConfig::interval, "steps between step lines"),
+      field("logging.level", &C::logging, &LoggingConfig::level, "log level",
+            {"debug", "info", "warn"}),
+      field("runtime.device", &C::runtime, &RuntimeConfig::device, "compute device",
+            {"auto", "cpu", "cuda"}),
+      field("runtime.backend", &C::runtime, &RuntimeConfig::backend, "communication backend",
+            {"auto", "gloo", "nccl"}),
+      field("runtime.seed", &C::runtime, &RuntimeConfig::seed, "seed for init and data"),
+      field("runtime.threads", &C::runtime, &RuntimeConfig::threads,
+            "intra-op threads per process; 0 = cores / local processes"),
+      field("runtime.collective_timeout_s", &C::runtime, &RuntimeConfig::collective_timeout_s,
+            "seconds before a collective or rendezvous is declared dead"),
+      field("runtime.precision", &C::runtime, &RuntimeConfig::precision,
+            "matmul precision (fp32 master weights either way)", {"fp32", "bf16"}),
+      field("runtime.peak_tflops", &C::runtime, &RuntimeConfig::peak_tflops,
+            "per-process peak TFLOP/s for MFU; 0 = not reported"),
+  };
+  return fields;
+}
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : schema())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+bool section_known(const std::string& section) {
+  for (const auto& f : schema())
+    if (f.key.rfind(section + ".", 0) == 0) return true;
+  return false;
+}
+
+std::string known_sections() {
+  std::string out;
+  std::string last;
+  for (const auto& f : schema()) {
+    std::string section = f.key.substr(0, f.key.find('.'));
+    if (section != last) out += (out.empty() ? "" : ", ") + section;
+    last = section;
+  }
+  return out;
+}
+
+[[noreturn]] void unknown_key(const std::string& key, const std::string& where) {
+  std::string section = key.substr(0, key.find('.'));
+  std::string hint;
+  for (const auto& f : schema())
+    if (f.key.rfind(section + ".", 0) == 0) hint += (hint.empty() ? "" : ", ") + f.key.substr(section.size() + 1);
+  if (hint.empty())
+    throw ConfigError(where + ": unknown section '" + section + "'; sections are: " + known_sections());
+  throw ConfigError(where + ": unknown key '" + key + "'; keys of '" + section + "' are: " + hint);
+}
+
+[[noreturn]] void invalid(const std::string& key, const std::string& value, const std::string& why,
+                          const std::string& fix) {
+  throw ConfigError("invalid config: " + key + " = " + value + ": " + why + "; fix: " + fix);
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (!std::filesystem::is_regular_file(path))
+    throw ConfigError("config file '" + path + "' does not exist or is not a file");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
+  }
+  Config cfg;
+  cfg.source_file = path;
+  if (!root.IsNull()) {
+    if (!root.IsMap()) throw ConfigError(path + ": the top level must be a mapping of sections");
+    for (const auto& section : root) {
+      const std::string name = section.first.as<std::string>();
+      if (!section.second.IsMap()) {
+        if (!section_known(name)) unknown_key(name + ".", where_of(path, section.first));
+        throw ConfigError(where_of(path, section.first) + ": section '" + name + "' must be a mapping");
+      }
+      for (const auto& kv : section.second) {
+        const std::string key = name + "." + kv.first.as<std::string>();
+        const Field* f = find_field(key);
+        if (!f) unknown_key(key, where_of(path, kv.first));
+        f->set(cfg, kv.second, where_of(path, kv.second));
+      }
+    }
+  }
+  for (const auto& o : overrides) apply_override(cfg, o);
+  return cfg;
+}
+
+void apply_override(Config& cfg, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set '" + assignment + "': expected section.key=value");
+  const std::string key = assignment.substr(0, eq);
+  const std::string where = "--set " + assignment;
+  const Field* f = find_field(key);
+  if (!f) unknown_key(key, where);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(where + ": value is not valid YAML: " + e.msg);
+  }
+  f->set(cfg, value, where);
+}
+
+int world_size_of(const ParallelConfig& p) { return p.dp * p.pp * p.tp; }
+
+int padded_vocab_size(const ModelConfig& m, int tp) {
+  const int multiple = m.vocab_divisible_by * tp;
+  return (m.vocab_size + multiple - 1) / multiple * multiple;
+}
+
+int num_microbatches(const Config& cfg) {
+  return cfg.train.global_batch_size / (cfg.parallel.micro_batch_size * cfg.parallel.dp);
+}
+
+void validate(const Config& cfg, int world_size) {
+  const auto& m = cfg.model;
+  const auto& p = cfg.parallel;
+  auto positive = [](const std::string& key, double v) {
+    if (!(v > 0)) invalid(key, show(v), "must be positive", "set it to a value > 0");
+  };
+  positive("model.layers", m.layers);
+  positive("model.hidden", m.hidden);
+  positive("model.heads", m.heads);
+  positive("model.ffn", m.ffn);
+  positive("model.vocab_size", m.vocab_size);
+  positive("model.seq_len", m.seq_len);
+  positive("model.init_std", m.init_std);
+  positive("model.vocab_divisible_by", m.vocab_divisible_by);
+  positive("parallel.dp", p.dp);
+  positive("parallel.pp", p.pp);
+  positive("parallel.tp", p.tp);
+  positive("parallel.micro_batch_size", p.micro_batch_size);
+  positive("parallel.virtual_stages", p.virtual_stages);
+  positive("train.steps", cfg.train.steps);
+  positive("train.global_batch_size", cfg.train.global_batch_size);
+  positive("runtime.collective_timeout_s", cfg.runtime.collective_timeout_s);
+  positive("logging.interval", cfg.logging.interval);
+  if (m.dropout < 0 || m.dropout >= 1)
+    invalid("model.dropout", show(m.dropout), "must be in [0, 1)", "use e.g. 0 or 0.1");
+  if (world_size > 0 && world_size_of(p) != world_size)
+    invalid("parallel", "dp=" + show(p.dp) + " pp=" + show(p.pp) + " tp=" + show(p.tp),
+            "dp*pp*tp = " + show(world_size_of(p)) + " but the job has " + show(world_size) +
+                " processes",
+            "make dp*pp*tp equal the number of processes");
+  if (m.hidden % m.heads != 0)
+    invalid("model.hidden", show(m.hidden), "not divisible by model.heads = " + show(m.heads),
+            "pick hidden as a multiple of heads");
+  if (m.positions == "rope" && (m.hidden / m.heads) % 2 != 0)
+    invalid("model.hidden", show(m.hidden), "rope needs an even head dimension",
+            "make hidden/heads even");
+  if (m.heads % p.tp != 0)
+    invalid("model.heads", show(m.heads), "not divisible by parallel.tp = " + show(p.tp),
+            "use a tp that divides the number of heads");
+  if (m.ffn % p.tp != 0)
+    invalid("model.ffn", show(m.ffn), "not divisible by parallel.tp = " + show(p.tp),
+            "use an ffn size that is a multiple of tp");
+  if (p.sequence_parallel && m.seq_len % p.tp != 0)
+    invalid("model.seq_len", show(m.seq_len),
+            "sequence parallelism needs seq_len divisible by parallel.tp = " + show(p.tp),
+            "pick seq_len as a multiple of tp or turn parallel.sequence_parallel off");
+  const int chunks = p.pp * (p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1);
+  if (p.schedule != "interleaved-1f1b" && p.virtual_stages != 1)
+    invalid("parallel.virtual_stages", show(p.virtual_stages),
+            "only the interleaved-1f1b schedule uses virtual stages",
+            "set parallel.schedule=interleaved-1f1b or virtual_stages=1");
+  if (p.stage_layers.empty()) {
+    if (m.layers < chunks)
+      invalid("model.layers", show(m.layers),
+              "fewer layers than pipeline stages (" + show(chunks) + " = pp x virtual_stages)",
+              "use at least " + show(chunks) + " layers or fewer stages");
+  } else {
+    if (static_cast<int>(p.stage_layers.size()) != chunks)
+      invalid("parallel.stage_layers", show(p.stage_layers),
+              "needs one entry per stage (" + show(chunks) + ")",
+              "list " + show(chunks) + " layer counts or leave it empty");
+    int total = 0;
+    for (int n : p.stage_layers) {
+      if (n < 1)
+        invalid("parallel.stage_layers", show(p.stage_layers), "every stage needs >= 1 layer",
+                "give each stage at least one layer");
+      total += n;
+    }
+    if (total != m.layers)
+      invalid("parallel.stage_layers", show(p.stage_layers),
+              "adds up to " + show(total) + " but model.layers = " + show(m.layers),
+              "make the entries sum to model.layers");
+  }
+  const int per_step = p.micro_batch_size * p.dp;
+  if (cfg.train.global_batch_size % per_step != 0)
+    invalid("train.global_batch_size", show(cfg.train.global_batch_size),
+            "not divisible by micro_batch_size x dp = " + show(per_step),
+            "use a multiple of " + show(per_step));
+  const int mbs = num_microbatches(cfg);
+  if (p.schedule == "interleaved-1f1b" && mbs % p.pp != 0)
+    invalid("parallel.schedule", p.schedule,
+            "interleaved-1f1b needs the number of microbatches (" + show(mbs) +
+                ") to be a multiple of pp = " + show(p.pp),
+            "change train.global_batch_size or parallel.micro_batch_size");
+  if (cfg.optim.zero_stage != 0 && cfg.optim.zero_stage != 1)
+    invalid("optim.zero_stage", show(cfg.optim.zero_stage), "only 0 and 1 are supported",
+            "set 0 (plain data parallel) or 1 (sharded optimizer)");
+  positive("optim.lr", cfg.optim.lr);
+  if (cfg.optim.min_lr < 0 || cfg.optim.min_lr > cfg.optim.lr)
+    invalid("optim.min_lr", show(cfg.optim.min_lr), "must be in [0, optim.lr]", "lower it");
+  if (cfg.optim.warmup_steps < 0)
+    invalid("optim.warmup_steps", show(cfg.optim.warmup_steps), "must be >= 0", "set 0 or more");
+  if (cfg.optim.grad_clip < 0)
+    invalid("optim.grad_clip", show(cfg.optim.grad_clip), "must be >= 0", "set 0 to disable");
+  positive("optim.bucket_mb", cfg.optim.bucket_mb);
+  if (cfg.runtime.threads < 0)
+    invalid("runtime.threads", show(cfg.runtime.threads), "must be >= 0", "use 0 for automatic");
+  if (cfg.data.source == "tokens") {
+    if (cfg.data.path.empty())
+      invalid("data.path", "\"\"", "data.source=tokens needs a token file",
+              "set data.path to a uint16 token file");
+    if (!std::filesystem::is_regular_file(cfg.data.path))
+      invalid("data.path", cfg.data.path, "file does not exist",
+              "check the path or prepare the data first");
+  }
+#ifndef TRAINER_WITH_CUDA
+  if (cfg.runtime.device == "cuda")
+    invalid("runtime.device", "cuda", "this build of trainer has no CUDA support",
+            "use runtime.device=cpu or build against a CUDA LibTorch");
+  if (cfg.runtime.backend == "nccl")
+    invalid("runtime.backend", "nccl", "this build of trainer has no NCCL support",
+            "use runtime.backend=gloo or build against a CUDA LibTorch");
+#endif
+}
+
+std::string to_yaml(const Config& cfg) {
+  std::string out, last;
+  for (const auto& f : schema()) {
+    const auto dot = f.key.find('.');
+    const std::string section = f.key.substr(0, dot);
+    if (section != last) out += section + ":\n";
+    last = section;
+    out += "  " + f.key.substr(dot + 1) + ": " + f.get(cfg) + "\n";
+  }
+  return out;
+}
+
+std::vector<KeyDoc> config_keys() {
+  const Config defaults;
+  std::vector<KeyDoc> out;
+  for (const auto& f : schema()) {
+    std::string help = f.help;
+    if (!f.choices.empty()) {
+      std::string list;
+      for (const auto& c : f.choices) list += (list.empty() ? "" : " | ") + c;
+      help += " (" + list + ")";
+    }
+    out.push_back({f.key, f.type, f.get(defaults), help});
+  }
+  return out;
+}
+
+}  // namespace trainer

@@ -1,0 +1,137 @@
+// The whole run configuration: typed sections with defaults, read from one YAML file and
+// overridden by `--set section.key=value`. Nothing here touches torch or the network, so a
+// config can be checked before any process group exists.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+struct ModelConfig {
+  int layers = 4;
+  int hidden = 64;
+  int heads = 4;
+  int ffn = 256;
+  int vocab_size = 256;
+  int seq_len = 32;
+  std::string positions = "learned";  // learned | rope
+  std::string norm = "layernorm";     // layernorm | rmsnorm
+  std::string mlp = "gelu";           // gelu | swiglu
+  bool tied_embeddings = true;
+  bool bias = true;
+  double dropout = 0.0;
+  double init_std = 0.02;
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  int vocab_divisible_by = 8;  // vocab is padded to a multiple of this × tp (Megatron)
+};
+
+struct ParallelConfig {
+  int dp = 1;
+  int pp = 1;
+  int tp = 1;
+  int micro_batch_size = 2;
+  std::string schedule = "1f1b";  // 1f1b | gpipe | interleaved-1f1b
+  int virtual_stages = 1;
+  std::vector<int> stage_layers;  // explicit layers per stage; empty = even split
+  bool sequence_parallel = false;
+};
+
+struct OptimConfig {
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  int warmup_steps = 2;
+  std::string decay = "cosine";  // cosine | linear | constant
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // 0 disables clipping
+  int zero_stage = 0;      // 0 | 1
+  double bucket_mb = 25.0;
+  std::string nonfinite = "skip";  // skip | abort
+  bool decay_embeddings = false;
+  bool decay_norms_and_biases = false;
+};
+
+struct TrainConfig {
+  int steps = 20;
+  int global_batch_size = 16;
+  int eval_interval = 0;
+  int eval_iters = 2;
+};
+
+struct DataConfig {
+  std::string source = "synthetic";  // synthetic | tokens (raw uint16 token file)
+  std::string path;
+};
+
+struct CheckpointConfig {
+  std::string dir;
+  int interval = 0;
+  int keep_last = 2;
+};
+
+struct LoggingConfig {
+  std::string dir;
+  int interval = 1;
+  std::string level = "info";  // debug | info | warn
+};
+
+struct RuntimeConfig {
+  std::string device = "auto";   // auto | cpu | cuda
+  std::string backend = "auto";  // auto | gloo | nccl
+  std::int64_t seed = 1234;
+  int threads = 0;  // intra-op threads per process; 0 = cores / local processes
+  double collective_timeout_s = 120.0;
+  std::string precision = "fp32";  // fp32 | bf16
+  double peak_tflops = 0.0;        // for MFU; 0 = unknown
+};
+
+struct Config {
+  ModelConfig model;
+  ParallelConfig parallel;
+  OptimConfig optim;
+  TrainConfig train;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+  RuntimeConfig runtime;
+  std::string source_file;  // where it was read from, for messages
+};
+
+// Every error a user can cause with a config. The CLI turns it into exit code 2.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads `path` (strict: unknown keys and wrong types are errors naming key, file and line),
+// then applies `overrides` of the form "section.key=value" in order.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Applies one "section.key=value" override.
+void apply_override(Config& cfg, const std::string& assignment);
+
+// Checks that the config can run on `world_size` processes (0 = skip the world check).
+// Throws ConfigError naming the key, the value and the fix.
+void validate(const Config& cfg, int world_size);
+
+// Derived figures.
+int padded_vocab_size(const ModelConfig& m, int tp);
+int num_microbatches(const Config& cfg);
+int world_size_of(const ParallelConfig& p);
+
+// The resolved config as YAML text (every key, defaults included).
+std::string to_yaml(const Config& cfg);
+
+// One row per key: name, type, default, description. Used for `trainer config-keys` (README).
+struct KeyDoc {
+  std::string key, type, default_value, help;
+};
+std::vector<KeyDoc> config_keys();
+
+}  // namespace trainer

@@ -1,0 +1,284 @@
+#include "dist/comm.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+
+#include <cstdlib>
+#include <sstream>
+
+namespace trainer::dist {
+
+// c10d moved the collective interface from ProcessGroup (1.x) to Backend (2.x); the concrete
+// Gloo/NCCL classes have the same methods in both.
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+struct Backend {
+  c10::intrusive_ptr<BackendBase> pg;
+};
+
+struct Comm::StoreHolder {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::shared_ptr<gloo::transport::Device> device;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::int64_t nbytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
+
+// Runs `op`, charging its time and bytes to the group, and names the group on failure.
+template <typename Fn>
+void timed(Group& g, const char* what, std::int64_t bytes, Fn&& op) {
+  const auto t0 = Clock::now();
+  try {
+    op();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string(what) + " on group " + g.describe() + " failed: " + e.what());
+  }
+  g.stats().seconds += seconds_since(t0);
+  g.stats().bytes += bytes;
+  g.stats().calls += 1;
+}
+
+BackendBase& pg_of(Group& g) { return *g.backend()->pg; }
+
+std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& master_addr) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (master_addr == "localhost" || master_addr.rfind("127.", 0) == 0)
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+struct Pending::Impl {
+  c10::intrusive_ptr<c10d::Work> work;
+  Group* group = nullptr;
+  std::chrono::milliseconds timeout{0};
+  const char* what = "";
+};
+
+Pending::Pending() = default;
+Pending::Pending(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+void Pending::wait() {
+  if (!impl_) return;
+  auto impl = std::move(impl_);
+  if (!impl->work) return;
+  timed(*impl->group, impl->what, 0, [&] { impl->work->wait(impl->timeout); });
+  impl->group->stats().calls -= 1;  // counted when it was started
+}
+
+Group::Group(std::string name, std::vector<int> members, int my_rank)
+    : name_(std::move(name)), members_(std::move(members)) {
+  for (int i = 0; i < size(); ++i)
+    if (members_[i] == my_rank) index_ = i;
+}
+Group::~Group() = default;
+void Group::set_backend(std::unique_ptr<Backend> b) { backend_ = std::move(b); }
+
+std::string Group::describe() const {
+  std::ostringstream s;
+  s << name_ << "[";
+  for (int i = 0; i < size(); ++i) s << (i ? "," : "") << members_[i];
+  s << "]";
+  return s.str();
+}
+
+Comm::Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeout)
+    : rank_(job.rank), grid_(grid), timeout_(timeout), store_(std::make_unique<StoreHolder>()) {
+  if (grid.world() > 1) {
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<std::uint16_t>(job.master_port);
+    opts.timeout = timeout;
+    if (job.agent_store) {
+      opts.isServer = false;  // torchrun's agent already serves the store
+    } else {
+      opts.isServer = job.rank == 0;
+      opts.numWorkers = static_cast<std::size_t>(job.world_size);
+    }
+    try {
+      auto tcp = c10::make_intrusive<c10d::TCPStore>(job.master_addr, opts);
+      store_->store = c10::make_intrusive<c10d::PrefixStore>(job.store_prefix(), tcp);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("rank " + std::to_string(job.rank) + ": cannot join the job store at " +
+                               job.master_addr + ":" + std::to_string(job.master_port) + " within " +
+                               std::to_string(timeout.count() / 1000) + " s: " + e.what());
+    }
+    store_->device = make_gloo_device(job.master_addr);
+  }
+  // Every rank walks the same list of groups in the same order, creating the ones it is in.
+  tp_ = make_group(GroupKind::TP);
+  pp_ = make_group(GroupKind::PP);
+  dp_ = make_group(GroupKind::DP);
+  mp_ = make_group(GroupKind::ModelParallel);
+  embedding_ = make_group(GroupKind::Embedding);
+  std::vector<int> all(grid.world());
+  for (int r = 0; r < grid.world(); ++r) all[r] = r;
+  world_ = make_group("world", all);
+}
+
+Comm::~Comm() = default;
+
+std::unique_ptr<Group> Comm::make_group(GroupKind kind) {
+  const auto all = grid_.groups(kind);
+  std::unique_ptr<Group> mine;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& members = all[i];
+    if (std::find(members.begin(), members.end(), rank_) == members.end()) continue;
+    mine = make_group(group_kind_name(kind) + std::to_string(i), members);
+  }
+  if (!mine) mine = std::make_unique<Group>(group_kind_name(kind), std::vector<int>{}, rank_);
+  return mine;
+}
+
+std::unique_ptr<Group> Comm::make_group(const std::string& name, const std::vector<int>& members) {
+  auto group = std::make_unique<Group>(name, members, rank_);
+  if (group->size() <= 1) return group;
+  auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
+  opts->devices.push_back(store_->device);
+  opts->threads = 1;  // one Gloo thread per group: the cores belong to compute
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_->store);
+  auto backend = std::make_unique<Backend>();
+  try {
+    backend->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group->index(), group->size(), opts);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(rank_) + ": cannot connect group " +
+                             group->describe() + ": " + e.what());
+  }
+  group->set_backend(std::move(backend));
+  return group;
+}
+
+std::vector<const Group*> Comm::groups() const {
+  return {tp_.get(), pp_.get(), dp_.get(), mp_.get(), embedding_.get(), world_.get()};
+}
+
+// --- collectives ------------------------------------------------------------------------
+
+namespace {
+
+Pending start(Group& g, const char* what, std::int64_t bytes, std::chrono::milliseconds timeout,
+              const std::function<c10::intrusive_ptr<c10d::Work>()>& launch) {
+  auto impl = std::make_shared<Pending::Impl>();
+  impl->group = &g;
+  impl->timeout = timeout;
+  impl->what = what;
+  timed(g, what, bytes, [&] { impl->work = launch(); });
+  return Pending(impl);
+}
+
+std::chrono::milliseconds timeout_of(Group& g) {
+  auto* gloo = dynamic_cast<c10d::ProcessGroupGloo*>(g.backend()->pg.get());
+  return gloo ? gloo->getOptions()->timeout : std::chrono::milliseconds(600000);
+}
+
+void check_dense(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.is_contiguous(), what, " needs a contiguous tensor");
+}
+
+void reduce_in_place(Group& g, at::Tensor& t, c10d::ReduceOp op, const char* what) {
+  if (g.size() <= 1) return;
+  check_dense(t, what);
+  start(g, what, nbytes(t), timeout_of(g), [&] {
+    std::vector<at::Tensor> ts{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op;
+    o.timeout = timeout_of(g);
+    return pg_of(g).allreduce(ts, o);
+  }).wait();
+}
+
+}  // namespace
+
+void all_reduce(Group& g, at::Tensor& t) { reduce_in_place(g, t, c10d::ReduceOp::SUM, "all_reduce"); }
+
+void all_reduce_max(Group& g, at::Tensor& t) {
+  reduce_in_place(g, t, c10d::ReduceOp::MAX, "all_reduce(max)");
+}
+
+Pending all_reduce_async(Group& g, at::Tensor& t) {
+  if (g.size() <= 1) return Pending();
+  check_dense(t, "all_reduce_async");
+  return start(g, "all_reduce", nbytes(t), timeout_of(g), [&] {
+    std::vector<at::Tensor> ts{t};
+    c10d::AllreduceOptions o;
+    o.timeout = timeout_of(g);
+    return pg_of(g).allreduce(ts, o);
+  });
+}
+
+at::Tensor all_gather(Group& g, const at::Tensor& local, int64_t dim) {
+  if (g.size() <= 1) return local;
+  at::Tensor in = local.contiguous();
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int i = 0; i < g.size(); ++i) outs[0].push_back(at::empty_like(in));
+  std::vector<at::Tensor> ins{in};
+  start(g, "all_gather", nbytes(in) * g.size(), timeout_of(g), [&] {
+    c10d::AllgatherOptions o;
+    o.timeout = timeout_of(g);
+    return pg_of(g).allgather(outs, ins, o);
+  }).wait();
+  return at::cat(outs[0], dim);
+}
+
+at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim) {
+  if (g.size() <= 1) return full;
+  // Gloo in LibTorch has no reduce_scatter: all-reduce, then keep our slice. Same numbers,
+  // twice the traffic; NCCL builds use the real collective.
+  at::Tensor sum = full.contiguous().clone();
+  all_reduce(g, sum);
+  return sum.chunk(g.size(), dim)[g.index()].contiguous();
+}
+
+void broadcast(Group& g, at::Tensor& t, int root_index) {
+  if (g.size() <= 1) return;
+  check_dense(t, "broadcast");
+  start(g, "broadcast", nbytes(t), timeout_of(g), [&] {
+    std::vector<at::Tensor> ts{t};
+    c10d::BroadcastOptions o;
+    o.rootRank = root_index;
+    o.timeout = timeout_of(g);
+    return pg_of(g).broadcast(ts, o);
+  }).wait();
+}
+
+Pending send_async(Group& g, const at::Tensor& t, int peer_index, int tag) {
+  check_dense(t, "send");
+  return start(g, "send", nbytes(t), timeout_of(g), [&] {
+    std::vector<at::Tensor> ts{t};
+    return pg_of(g).send(ts, peer_index, tag);
+  });
+}
+
+Pending recv_async(Group& g, at::Tensor& t, int peer_index, int tag) {
+  check_dense(t, "recv");
+  return start(g, "recv", nbytes(t), timeout_of(g), [&] {
+    std::vector<at::Tensor> ts{t};
+    return pg_of(g).recv(ts, peer_index, tag);
+  });
+}
+
+void barrier(Group& g) {
+  if (g.size() <= 1) return;
+  start(g, "barrier", 0, timeout_of(g), [&] {
+    c10d::BarrierOptions o;
+    o.timeout = timeout_of(g);
+    return pg_of(g).barrier(o);
+  }).wait();
+}
+
+}  // namespace trainer::dist

@@ -1,0 +1,110 @@
+// The communication layer: every process group and every collective of the trainer lives here,
+// and nothing outside src/dist/ touches c10d. Each operation applies the configured timeout and
+// adds its bytes and wall time to its group's counters, which the metrics report.
+//
+// Groups are built from the Grid (one TCPStore, one PrefixStore per group). A group of size one
+// never talks to anybody: its collectives return at once, so a 1x1x1 run pays nothing.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/grid.hpp"
+#include "dist/job_env.hpp"
+
+namespace trainer::dist {
+
+struct GroupStats {
+  double seconds = 0;  // wall time spent inside (or waiting on) this group's operations
+  std::int64_t bytes = 0;
+  std::int64_t calls = 0;
+};
+
+struct Backend;  // c10d process group, hidden from every header
+
+class Group {
+ public:
+  Group(std::string name, std::vector<int> members, int my_rank);
+  ~Group();
+  const std::string& name() const { return name_; }
+  const std::vector<int>& members() const { return members_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  int index() const { return index_; }  // this process's position among members
+  GroupStats& stats() { return stats_; }
+  const GroupStats& stats() const { return stats_; }
+  Backend* backend() const { return backend_.get(); }
+  void set_backend(std::unique_ptr<Backend> b);
+  std::string describe() const;  // "tp[0,1]" for messages
+
+ private:
+  std::string name_;
+  std::vector<int> members_;
+  int index_ = -1;
+  std::unique_ptr<Backend> backend_;
+  GroupStats stats_;
+};
+
+// An operation in flight. wait() blocks until it is done (or the timeout passes, which throws),
+// and adds the waited time to the group's counters: that is the exposed communication time.
+class Pending {
+ public:
+  struct Impl;
+  Pending();
+  explicit Pending(std::shared_ptr<Impl> impl);
+  void wait();
+  bool active() const { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+class Comm {
+ public:
+  // Joins the job's store and builds every group this rank belongs to.
+  Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeout);
+  ~Comm();
+
+  int rank() const { return rank_; }
+  const Grid& grid() const { return grid_; }
+  Coord coord() const { return grid_.coord_of(rank_); }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  Group& tp() { return *tp_; }
+  Group& pp() { return *pp_; }
+  Group& dp() { return *dp_; }
+  Group& model_parallel() { return *mp_; }
+  Group& embedding() { return *embedding_; }  // size 0 on middle stages
+  Group& world() { return *world_; }
+  std::vector<const Group*> groups() const;
+
+ private:
+  std::unique_ptr<Group> make_group(GroupKind kind);
+  std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int>& members);
+
+  int rank_;
+  Grid grid_;
+  std::chrono::milliseconds timeout_;
+  struct StoreHolder;
+  std::unique_ptr<StoreHolder> store_;
+  std::unique_ptr<Group> tp_, pp_, dp_, mp_, embedding_, world_;
+};
+
+// --- collectives (all members of the group must call them in the same order) -------------
+void all_reduce(Group& g, at::Tensor& t);              // sum, in place
+Pending all_reduce_async(Group& g, at::Tensor& t);     // sum, in place
+void all_reduce_max(Group& g, at::Tensor& t);          // max, in place
+// Concatenates every member's `local` along `dim`, in member order.
+at::Tensor all_gather(Group& g, const at::Tensor& local, int64_t dim);
+// Sums `full` over the group and returns this member's slice along `dim`.
+at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim);
+void broadcast(Group& g, at::Tensor& t, int root_index);
+// Point-to-point between members of a group, by member index. Tags keep messages apart.
+Pending send_async(Group& g, const at::Tensor& t, int peer_index, int tag);
+Pending recv_async(Group& g, at::Tensor& t, int peer_index, int tag);
+void barrier(Group& g);
+
+}  // namespace trainer::dist

@@ -1,0 +1,147 @@
+#include "dist/data_parallel.hpp"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/torch.h>
+
+namespace trainer::dist {
+namespace {
+
+// Groups parameters into buckets: reverse creation order (the order backward produces them),
+// a new bucket per chunk or when the size limit is reached, and the embedding alone so that
+// its two pipeline copies are sharded identically under ZeRO-1.
+std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& params,
+                                                     int64_t max_numel) {
+  std::vector<std::vector<model::Param*>> plan;
+  int64_t size = 0;
+  int chunk = -1;
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    model::Param* p = &*it;
+    const bool alone = p->info.name == "embedding.weight";
+    if (plan.empty() || p->info.chunk != chunk || size >= max_numel || alone ||
+        plan.back().front()->info.name == "embedding.weight") {
+      plan.emplace_back();
+      size = 0;
+    }
+    plan.back().push_back(p);
+    size += p->tensor.numel();
+    chunk = p->info.chunk;
+  }
+  return plan;
+}
+
+}  // namespace
+
+DataParallel::DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb,
+                           bool zero1)
+    : comm_(comm), zero1_(zero1) {
+  const int dp = comm.dp().size();
+  const auto max_numel = static_cast<int64_t>(bucket_mb * 1024 * 1024 / sizeof(float));
+  int chunks = 0;
+  for (auto& group : plan_buckets(params, max_numel)) {
+    Bucket b;
+    b.chunk = group.front()->info.chunk;
+    chunks = std::max(chunks, b.chunk + 1);
+    int64_t numel = 0;
+    for (auto* p : group) {
+      b.segments.push_back({p, numel, p->tensor.numel()});
+      numel += p->tensor.numel();
+    }
+    const int64_t padded = (numel + dp - 1) / dp * dp;  // equal shards for ZeRO-1
+    b.params = at::zeros({padded}, at::kFloat);
+    b.grads = at::zeros({padded}, at::kFloat);
+    for (auto& s : b.segments) {
+      at::Tensor& t = s.param->tensor;
+      at::Tensor pview = b.params.narrow(0, s.offset, s.numel).view(t.sizes());
+      pview.copy_(t.detach());
+      t.set_data(pview);  // the parameter now lives in the flat buffer
+      t.mutable_grad() = b.grads.narrow(0, s.offset, s.numel).view(t.sizes());
+    }
+    b.shard_numel = zero1 ? padded / dp : padded;
+    b.shard_begin = zero1 ? comm.dp().index() * b.shard_numel : 0;
+    buckets_.push_back(std::move(b));
+  }
+  sync_enabled_.assign(chunks, false);
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    for (auto& s : buckets_[i].segments) {
+      auto acc = torch::autograd::impl::grad_accumulator(s.param->tensor);
+      acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+            on_grad_ready(i);
+            return outputs;
+          }));
+      hooks_.push_back(acc);
+    }
+  }
+}
+
+DataParallel::~DataParallel() = default;
+
+void DataParallel::zero_grad() {
+  for (auto& b : buckets_) {
+    b.grads.zero_();
+    b.ready = 0;
+    b.launched = false;
+  }
+  std::fill(sync_enabled_.begin(), sync_enabled_.end(), false);
+  launched_in_backward_ = 0;
+}
+
+void DataParallel::enable_sync(int chunk) {
+  sync_enabled_.at(chunk) = true;
+}
+
+void DataParallel::on_grad_ready(size_t index) {
+  Bucket& b = buckets_[index];
+  if (!sync_enabled_[b.chunk] || b.launched) return;
+  if (++b.ready == static_cast<int>(b.segments.size())) {
+    launch(b);
+    ++launched_in_backward_;
+  }
+}
+
+void DataParallel::launch(Bucket& b) {
+  b.launched = true;
+  // Each rank's loss is already divided by the global token count, so the sum is the mean.
+  b.reduction = all_reduce_async(comm_.dp(), b.grads);
+}
+
+void DataParallel::finish() {
+  for (auto& b : buckets_)
+    if (!b.launched) launch(b);
+  for (auto& b : buckets_) b.reduction.wait();
+
+  // The embedding exists on the first and the last pipeline stage when tied: sum the two
+  // gradients so both copies take the same step.
+  if (comm_.embedding().size() > 1) {
+    for (auto& b : buckets_)
+      for (auto& s : b.segments)
+        if (s.param->info.name == "embedding.weight") {
+          at::Tensor g = b.grads.narrow(0, s.offset, s.numel);
+          all_reduce(comm_.embedding(), g);
+        }
+  }
+  // Sequence parallelism: replicated parameters saw only this rank's tokens; sum over TP.
+  std::vector<at::Tensor> partial;
+  for (auto& b : buckets_)
+    for (auto& s : b.segments)
+      if (s.param->info.sequence_parallel_grad) partial.push_back(b.grads.narrow(0, s.offset, s.numel));
+  if (!partial.empty() && comm_.tp().size() > 1) {
+    at::Tensor flat = at::cat(partial);
+    all_reduce(comm_.tp(), flat);
+    int64_t at = 0;
+    for (auto& g : partial) {
+      g.copy_(flat.narrow(0, at, g.numel()));
+      at += g.numel();
+    }
+  }
+}
+
+void DataParallel::all_gather_params() {
+  if (!zero1_ || comm_.dp().size() == 1) return;
+  for (auto& b : buckets_) {
+    at::Tensor mine = b.params.narrow(0, b.shard_begin, b.shard_numel);
+    b.params.copy_(all_gather(comm_.dp(), mine, 0));
+  }
+}
+
+}  // namespace trainer::dist

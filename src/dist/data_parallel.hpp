@@ -1,0 +1,76 @@
+// Data parallelism: gradients live in flat buckets that are reduced over the DP group while
+// backward is still running.
+//
+// Every parameter of this rank becomes a view into a flat parameter buffer, and its .grad a
+// view into the matching flat gradient buffer, so autograd accumulates microbatch after
+// microbatch in place. Buckets (about optim.bucket_mb each, in backward order, never across
+// model chunks) count their parameters' gradients as they arrive; during the last backward of a
+// step each full bucket starts its all-reduce at once (autograd post-hooks), and finish() waits
+// for all of them just before the optimizer. Earlier microbatches only accumulate.
+//
+// With ZeRO-1 each DP rank owns a 1/dp shard of every bucket: the optimizer updates only that
+// shard and all_gather_params() shares the result.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "dist/comm.hpp"
+#include "model/params.hpp"
+
+namespace trainer::dist {
+
+struct Segment {
+  model::Param* param;
+  int64_t offset;  // in the bucket's flat buffers
+  int64_t numel;
+};
+
+struct Bucket {
+  at::Tensor params;  // flat fp32 parameter values
+  at::Tensor grads;   // flat fp32 gradients
+  std::vector<Segment> segments;
+  int chunk = 0;
+  int64_t shard_begin = 0, shard_numel = 0;  // this rank's optimizer shard
+  // bookkeeping during backward
+  int ready = 0;
+  bool launched = false;
+  Pending reduction;
+};
+
+class DataParallel {
+ public:
+  DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb, bool zero1);
+  ~DataParallel();
+
+  void zero_grad();
+  // From now on, a bucket of `chunk` whose gradients are all in starts reducing at once.
+  void enable_sync(int chunk);
+  // Starts what has not started, waits for every reduction, then synchronises tied-embedding
+  // gradients over the embedding group and sequence-parallel gradients over TP.
+  void finish();
+  // ZeRO-1: every DP rank shares its updated shard of each bucket.
+  void all_gather_params();
+
+  std::vector<Bucket>& buckets() { return buckets_; }
+  bool zero1() const { return zero1_; }
+  // Buckets whose reduction started from an autograd hook in the last step (i.e. while
+  // backward was still running), of how many.
+  int launched_in_backward() const { return launched_in_backward_; }
+
+ private:
+  void on_grad_ready(size_t bucket);
+  void launch(Bucket& b);
+
+  Comm& comm_;
+  bool zero1_;
+  std::vector<Bucket> buckets_;
+  std::vector<bool> sync_enabled_;  // per chunk
+  std::vector<std::shared_ptr<void>> hooks_;  // keeps the grad accumulators (and hooks) alive
+  int launched_in_backward_ = 0;
+  bool in_finish_ = false;
+};
+
+}  // namespace trainer::dist

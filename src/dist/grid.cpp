@@ -1,0 +1,67 @@
+#include "dist/grid.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace trainer::dist {
+
+std::string group_kind_name(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::TP: return "tp";
+    case GroupKind::PP: return "pp";
+    case GroupKind::DP: return "dp";
+    case GroupKind::ModelParallel: return "mp";
+    case GroupKind::Embedding: return "embedding";
+  }
+  return "?";
+}
+
+Grid::Grid(int dp, int pp, int tp) : dp_(dp), pp_(pp), tp_(tp) {
+  if (dp < 1 || pp < 1 || tp < 1) throw std::invalid_argument("grid sizes must be >= 1");
+}
+
+int Grid::rank_of(Coord c) const { return c.tp + tp_ * (c.dp + dp_ * c.pp); }
+
+Coord Grid::coord_of(int rank) const {
+  if (rank < 0 || rank >= world()) throw std::out_of_range("rank outside the grid");
+  Coord c;
+  c.tp = rank % tp_;
+  c.dp = (rank / tp_) % dp_;
+  c.pp = rank / (tp_ * dp_);
+  return c;
+}
+
+std::vector<std::vector<int>> Grid::groups(GroupKind kind) const {
+  // A group is the set of ranks that agree on the coordinates the group does not span.
+  auto key = [&](Coord c) {
+    switch (kind) {
+      case GroupKind::TP: return c.dp + dp_ * c.pp;             // spans tp
+      case GroupKind::PP: return c.tp + tp_ * c.dp;             // spans pp
+      case GroupKind::DP: return c.tp + tp_ * c.pp;             // spans dp
+      case GroupKind::ModelParallel: return c.dp;               // spans pp and tp
+      case GroupKind::Embedding: return c.tp + tp_ * c.dp;      // first+last stage of a PP group
+    }
+    return 0;
+  };
+  std::vector<std::vector<int>> out;
+  std::vector<int> index_of_key(world(), -1);
+  for (int r = 0; r < world(); ++r) {
+    const Coord c = coord_of(r);
+    if (kind == GroupKind::Embedding && c.pp != 0 && c.pp != pp_ - 1) continue;
+    const int k = key(c);
+    if (index_of_key[k] < 0) {
+      index_of_key[k] = static_cast<int>(out.size());
+      out.emplace_back();
+    }
+    out[index_of_key[k]].push_back(r);
+  }
+  return out;
+}
+
+std::vector<int> Grid::group_of(GroupKind kind, int rank) const {
+  for (auto& g : groups(kind))
+    if (std::find(g.begin(), g.end(), rank) != g.end()) return g;
+  return {};
+}
+
+}  // namespace trainer::dist

@@ -1,0 +1,45 @@
+// The single authority for rank <-> (dp, pp, tp) coordinates (Megatron's parallel_state).
+//
+//   rank = tp + TP * (dp + DP * pp)
+//
+// TP varies fastest so tensor-parallel peers are neighbours (same node, fastest links), then
+// DP, then PP. Every group the trainer uses is enumerated here as lists of global ranks; this
+// file is pure arithmetic so it is tested without processes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trainer::dist {
+
+struct Coord {
+  int dp = 0, pp = 0, tp = 0;
+  bool operator==(const Coord& o) const { return dp == o.dp && pp == o.pp && tp == o.tp; }
+};
+
+enum class GroupKind { TP, PP, DP, ModelParallel, Embedding };
+std::string group_kind_name(GroupKind kind);
+
+class Grid {
+ public:
+  Grid(int dp, int pp, int tp);
+
+  int dp() const { return dp_; }
+  int pp() const { return pp_; }
+  int tp() const { return tp_; }
+  int world() const { return dp_ * pp_ * tp_; }
+
+  int rank_of(Coord c) const;
+  Coord coord_of(int rank) const;
+
+  // Every group of a kind, each as its member ranks in ascending order. Each rank is in exactly
+  // one group of every kind except Embedding, which holds only first and last pipeline stages.
+  std::vector<std::vector<int>> groups(GroupKind kind) const;
+  // The group of `kind` that `rank` belongs to (empty for Embedding on middle stages).
+  std::vector<int> group_of(GroupKind kind, int rank) const;
+
+ private:
+  int dp_, pp_, tp_;
+};
+
+}  // namespace trainer::dist

@@ -1,0 +1,30 @@
+// The built-in local launcher: `trainer launch --nproc N -- SUBCOMMAND ARGS...` starts N copies
+// of this binary with torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT), prefixes each output line with the rank, forwards SIGINT/SIGTERM,
+// and when one worker fails ends the others and returns that worker's exit code.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainer::dist {
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::vector<std::string> args;  // arguments after the program name, e.g. {"train", "cfg.yaml"}
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;           // 0 = pick a free port
+  double grace_seconds = 5.0;    // SIGTERM -> SIGKILL delay when ending workers
+  std::map<std::string, std::string> env;  // extra variables for every worker
+};
+
+// Returns 0 when every worker exits 0, else the first failing worker's code (128+signal for a
+// signal). Blocks until all workers are gone.
+int launch_local(const LaunchOptions& opts);
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+std::string self_executable();
+
+}  // namespace trainer::dist

@@ -1,0 +1,98 @@
+#include "metrics/metrics.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "model/flops.hpp"
+#include "pipeline/schedule.hpp"
+
+namespace trainer::metrics {
+
+Throughput throughput(const ModelConfig& m, double tokens_per_step, double step_seconds,
+                      int world_size, double peak_tflops) {
+  Throughput t;
+  if (step_seconds <= 0) return t;
+  t.tokens_per_s = tokens_per_step / step_seconds;
+  t.tflops_per_rank = model::flops_per_token(m) * t.tokens_per_s / world_size / 1e12;
+  t.mfu = peak_tflops > 0 ? t.tflops_per_rank / peak_tflops : 0;
+  return t;
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+StepLogger::StepLogger(const Config& cfg, dist::Comm& comm, bool prints)
+    : cfg_(cfg), comm_(comm), prints_(prints) {
+  if (prints_ && !cfg.logging.dir.empty()) {
+    std::filesystem::create_directories(cfg.logging.dir);
+    jsonl_.open(cfg.logging.dir + "/metrics.jsonl", std::ios::app);
+  }
+}
+
+void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes,
+                         int microbatches) {
+  // Every rank's local parameter count, for the per-rank line.
+  std::int64_t local = 0;
+  for (const auto& p : params) local += p.tensor.numel();
+  at::Tensor counts = at::zeros({comm_.grid().world()}, at::kLong);
+  counts[comm_.rank()] = local;
+  dist::all_reduce(comm_.world(), counts);
+  if (comm_.rank() != 0) return;
+  const auto& p = cfg_.parallel;
+  const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
+  spdlog::info("layout dp={} pp={} tp={} ({} processes), schedule {} (theoretical bubble {:.1f}%)",
+               p.dp, p.pp, p.tp, comm_.grid().world(), p.schedule,
+               100 * pipeline::theoretical_bubble(p.pp, microbatches, v));
+  if (comm_.grid().world() <= 16) {
+    std::ostringstream map;
+    for (int r = 0; r < comm_.grid().world(); ++r) {
+      auto c = comm_.grid().coord_of(r);
+      map << " r" << r << "=(" << c.dp << "," << c.pp << "," << c.tp << ")";
+    }
+    spdlog::info("rank -> (dp,pp,tp):{}", map.str());
+  }
+  std::ostringstream per_rank;
+  for (int r = 0; r < comm_.grid().world(); ++r) per_rank << (r ? " " : "") << counts[r].item<int64_t>();
+  spdlog::info("parameters {} (model), per rank: {}", model::count_parameters(cfg_.model), per_rank.str());
+  spdlog::info("global batch {} samples = {} microbatches x {} x dp {}, {} tokens/step; optimizer state {:.1f} MB on rank 0",
+               cfg_.train.global_batch_size, microbatches, p.micro_batch_size, p.dp,
+               cfg_.train.global_batch_size * cfg_.model.seq_len, optimizer_bytes / 1e6);
+}
+
+void StepLogger::step(int step, double loss, double lr, double grad_norm, const StepTimes& t,
+                      int skipped, int max_in_flight, int buckets_overlapped, int buckets) {
+  elapsed_ += t.total;
+  if (!prints_ || (step % cfg_.logging.interval != 0 && step != cfg_.train.steps)) return;
+  const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
+  const Throughput th = throughput(cfg_.model, tokens, t.total, comm_.grid().world(), cfg_.runtime.peak_tflops);
+  const double eta = elapsed_ / step * (cfg_.train.steps - step);
+  auto pct = [&](double x) { return t.total > 0 ? 100.0 * x / t.total : 0.0; };
+  spdlog::info("step {}/{} | loss {:.6f} | lr {:.3e} | grad_norm {:.4f} | {:.0f} tok/s | {:.3f} TFLOP/s/rank{} | "
+               "step {:.3f}s (compute {:.0f}% comm {:.0f}% bubble {:.0f}%) | rss {:.0f} MB | skipped {} | eta {:.0f}s",
+               step, cfg_.train.steps, loss, lr, grad_norm, th.tokens_per_s, th.tflops_per_rank,
+               th.mfu > 0 ? fmt::format(" | MFU {:.1f}%", 100 * th.mfu) : std::string(), t.total,
+               pct(t.compute), pct(t.comm), pct(t.bubble), peak_rss_mb(), skipped, eta);
+  if (jsonl_.is_open()) {
+    auto num = [](double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : std::string("null"); };
+    jsonl_ << "{\"step\":" << step << ",\"loss\":" << num(loss) << ",\"lr\":" << num(lr)
+           << ",\"grad_norm\":" << num(grad_norm) << ",\"tokens_per_s\":" << num(th.tokens_per_s)
+           << ",\"tflops_per_rank\":" << num(th.tflops_per_rank) << ",\"mfu\":" << num(th.mfu)
+           << ",\"step_s\":" << num(t.total) << ",\"compute_s\":" << num(t.compute)
+           << ",\"comm_s\":" << num(t.comm) << ",\"bubble_s\":" << num(t.bubble)
+           << ",\"peak_rss_mb\":" << num(peak_rss_mb()) << ",\"skipped\":" << skipped
+           << ",\"max_in_flight\":" << max_in_flight << ",\"buckets_overlapped\":" << buckets_overlapped
+           << ",\"buckets\":" << buckets << "}\n";
+    jsonl_.flush();
+  }
+}
+
+}  // namespace trainer::metrics

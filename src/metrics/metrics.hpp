@@ -1,0 +1,45 @@
+// What a run reports: the startup summary, one step line per logging.interval steps, and the
+// same figures as one JSON object per line in <logging.dir>/metrics.jsonl.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dist/comm.hpp"
+#include "model/params.hpp"
+
+namespace trainer::metrics {
+
+struct StepTimes {
+  double total = 0, compute = 0, comm = 0, bubble = 0;  // seconds
+};
+
+// TFLOP/s achieved per process and MFU (0 when the peak is unknown).
+struct Throughput {
+  double tokens_per_s = 0, tflops_per_rank = 0, mfu = 0;
+};
+Throughput throughput(const ModelConfig& m, double tokens_per_step, double step_seconds,
+                      int world_size, double peak_tflops);
+
+double peak_rss_mb();
+
+class StepLogger {
+ public:
+  // `prints` is true on the one rank that owns the loss and reports it.
+  StepLogger(const Config& cfg, dist::Comm& comm, bool prints);
+  void startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes, int microbatches);
+  void step(int step, double loss, double lr, double grad_norm, const StepTimes& t, int skipped,
+            int max_in_flight, int buckets_overlapped, int buckets);
+
+ private:
+  const Config& cfg_;
+  dist::Comm& comm_;
+  bool prints_;
+  std::ofstream jsonl_;
+  double elapsed_ = 0;
+};
+
+}  // namespace trainer::metrics

@@ -1,0 +1,20 @@
+// Parameter count and model FLOPs per token, from the config alone (no torch), so
+// check-config, the startup summary and MFU agree on one definition.
+#pragma once
+
+#include <cstdint>
+
+#include "config/config.hpp"
+
+namespace trainer::model {
+
+// Parameters of the unsharded model (real vocab, not padding; tied embedding counted once).
+std::int64_t count_parameters(const ModelConfig& m);
+
+// Training FLOPs per token, forward + backward (3x forward), PaLM/Megatron style:
+//   6 * (matmul weights per token) + 12 * layers * seq_len * hidden   (attention scores and
+// the weighted sum of values, no causal discount). Matmul weights: per layer qkv 3h^2, out
+// projection h^2, MLP (2 or 3) * h * ffn, and the output head h * vocab.
+double flops_per_token(const ModelConfig& m);
+
+}  // namespace trainer::model

@@ -1,0 +1,245 @@
+#include "model/gpt.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace trainer::model {
+
+// ---------------------------------------------------------------- forward pass ------------
+
+at::Tensor Chunk::norm(const Norm& n, const at::Tensor& x) const {
+  if (cfg_->norm == "layernorm")
+    return at::layer_norm(x, {x.size(-1)}, n.weight, n.bias, cfg_->norm_eps);
+  at::Tensor inv_rms = at::rsqrt(x.pow(2).mean(-1, true) + cfg_->norm_eps);
+  return x * inv_rms * n.weight;
+}
+
+at::Tensor Chunk::dropout(const at::Tensor& x) const {
+  return cfg_->dropout > 0 ? at::dropout(x, cfg_->dropout, true) : x;
+}
+
+at::Tensor Chunk::rope(const at::Tensor& x) const {
+  // Rotate-half form (as in Llama): pairs (i, i + D/2) are rotated by position-dependent angles.
+  const int64_t half = x.size(-1) / 2;
+  at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * rope_cos_ + rotated * rope_sin_;
+}
+
+at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
+  at::Tensor qkv = b.qkv.forward(x, tp_);  // [B, S, heads/tp * 3 * D]
+  const int64_t B = qkv.size(0), S = qkv.size(1);
+  qkv = qkv.view({B, S, local_heads_, 3, head_dim_}).permute({3, 0, 2, 1, 4});  // [3, B, h, S, D]
+  at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  if (cfg_->positions == "rope") {
+    q = rope(q);
+    k = rope(k);
+  }
+  const auto dt = tp_.compute_dtype;
+  at::Tensor scores = at::matmul(q.to(dt), k.to(dt).transpose(-2, -1)).to(at::kFloat);
+  scores = scores.mul_(1.0 / std::sqrt(static_cast<double>(head_dim_))).add_(causal_mask_);
+  at::Tensor probs = dropout(at::softmax(scores, -1));
+  at::Tensor out = at::matmul(probs.to(dt), v.to(dt)).to(at::kFloat);  // [B, h, S, D]
+  out = out.transpose(1, 2).reshape({B, S, local_heads_ * head_dim_});
+  return b.proj.forward(out, tp_);
+}
+
+at::Tensor Chunk::mlp(const Block& b, const at::Tensor& x) const {
+  at::Tensor h = b.fc1.forward(x, tp_);
+  if (cfg_->mlp == "swiglu") h = at::silu(b.gate.forward(x, tp_)) * h;
+  else h = at::gelu(h, "tanh");
+  return b.fc2.forward(h, tp_);
+}
+
+at::Tensor Chunk::forward(const at::Tensor& input) const {
+  at::Tensor x;
+  if (first_) {
+    x = embedding_.forward(input, tp_);
+    if (position_embedding_.defined()) {
+      // Under sequence parallelism this rank holds positions [tp_rank*S/tp, (tp_rank+1)*S/tp).
+      const int64_t s = x.size(1);
+      const int64_t start = tp_.sequence_parallel ? tp_.rank() * s : 0;
+      x = x + position_embedding_.narrow(0, start, s);
+    }
+    x = dropout(x);
+  } else {
+    x = input;
+  }
+  for (const Block& b : blocks_) {
+    x = x + dropout(attention(b, norm(b.norm1, x)));
+    x = x + dropout(mlp(b, norm(b.norm2, x)));
+  }
+  return x;
+}
+
+at::Tensor Chunk::logits(const at::Tensor& hidden) const {
+  at::Tensor h = norm(final_norm_, hidden);
+  h = tp_.sequence_parallel ? gather_from_sp(h, *tp_.group) : copy_to_tp(h, *tp_.group);
+  return linear_in(h, head_weight_, at::Tensor(), tp_.compute_dtype);
+}
+
+at::Tensor Chunk::loss_sum(const at::Tensor& hidden, const at::Tensor& targets) const {
+  at::Tensor l = logits(hidden);
+  const int64_t vocab_start = tp_.rank() * head_weight_.size(0);
+  at::Tensor per_token = vocab_parallel_cross_entropy(l.reshape({-1, l.size(-1)}),
+                                                      targets.reshape({-1}), vocab_start,
+                                                      cfg_->vocab_size, *tp_.group);
+  return per_token.sum();
+}
+
+// ---------------------------------------------------------------- construction -----------
+
+at::Tensor GPT::add_param(ParamInfo info, const InitSpec& init) {
+  for (const auto& p : params_)
+    if (p.info.name == info.name) return p.tensor;  // tied weights inside one rank: one tensor
+  const int tp_rank = tp_.rank(), tp_size = tp_.size();
+  at::Tensor t = init_shard(info, init, cfg_.runtime.seed, tp_rank, tp_size);
+  if (info.shard_dim >= 0) info.shard_offset = tp_rank * t.size(info.shard_dim);
+  t.set_requires_grad(true);
+  params_.push_back({t, info});
+  return t;
+}
+
+Norm GPT::make_norm(const std::string& name, int chunk) {
+  const int64_t H = cfg_.model.hidden;
+  ParamInfo w{name + ".weight", {H}};
+  w.decay = cfg_.optim.decay_norms_and_biases;
+  w.is_norm_or_bias = true;
+  w.sequence_parallel_grad = cfg_.parallel.sequence_parallel;
+  w.chunk = chunk;
+  Norm n;
+  n.weight = add_param(w, {Init::Ones});
+  if (cfg_.model.norm == "layernorm" && cfg_.model.bias) {
+    ParamInfo b = w;
+    b.name = name + ".bias";
+    n.bias = add_param(b, {Init::Zeros});
+  }
+  return n;
+}
+
+ColumnParallelLinear GPT::make_column(const std::string& name, int64_t out, int64_t in, int chunk) {
+  ParamInfo w{name + ".weight", {out, in}};
+  w.shard_dim = 0;
+  w.chunk = chunk;
+  ColumnParallelLinear l;
+  l.weight = add_param(w, {Init::Normal, cfg_.model.init_std});
+  if (cfg_.model.bias) {
+    ParamInfo b{name + ".bias", {out}};
+    b.shard_dim = 0;
+    b.decay = cfg_.optim.decay_norms_and_biases;
+    b.is_norm_or_bias = true;
+    b.chunk = chunk;
+    l.bias = add_param(b, {Init::Zeros});
+  }
+  return l;
+}
+
+RowParallelLinear GPT::make_row(const std::string& name, int64_t out, int64_t in, double std,
+                                int chunk) {
+  ParamInfo w{name + ".weight", {out, in}};
+  w.shard_dim = 1;
+  w.chunk = chunk;
+  RowParallelLinear l;
+  l.weight = add_param(w, {Init::Normal, std});
+  if (cfg_.model.bias) {
+    ParamInfo b{name + ".bias", {out}};
+    b.decay = cfg_.optim.decay_norms_and_biases;
+    b.is_norm_or_bias = true;
+    b.sequence_parallel_grad = cfg_.parallel.sequence_parallel;
+    b.chunk = chunk;
+    l.bias = add_param(b, {Init::Zeros});
+  }
+  return l;
+}
+
+Block GPT::make_block(int layer, int chunk) {
+  const auto& m = cfg_.model;
+  const std::string p = "layers." + std::to_string(layer);
+  // GPT-2's scaled init of the projections that write into the residual stream.
+  const double out_std = m.init_std / std::sqrt(2.0 * m.layers);
+  Block b;
+  b.norm1 = make_norm(p + ".norm1", chunk);
+  b.qkv = make_column(p + ".attn.qkv", 3LL * m.hidden, m.hidden, chunk);
+  b.proj = make_row(p + ".attn.proj", m.hidden, m.hidden, out_std, chunk);
+  b.norm2 = make_norm(p + ".norm2", chunk);
+  b.fc1 = make_column(p + ".mlp.fc1", m.ffn, m.hidden, chunk);
+  if (m.mlp == "swiglu") b.gate = make_column(p + ".mlp.gate", m.ffn, m.hidden, chunk);
+  b.fc2 = make_row(p + ".mlp.fc2", m.hidden, m.ffn, out_std, chunk);
+  return b;
+}
+
+GPT::GPT(const Config& cfg, dist::Comm& comm, const std::vector<int>& chunk_ids,
+         const std::vector<std::pair<int, int>>& layer_ranges)
+    : cfg_(cfg), comm_(comm) {
+  const auto& m = cfg_.model;
+  tp_.group = &comm.tp();
+  tp_.sequence_parallel = cfg_.parallel.sequence_parallel && comm.tp().size() > 1;
+  tp_.compute_dtype = cfg_.runtime.precision == "bf16" ? at::kBFloat16 : at::kFloat;
+  const int total_chunks = static_cast<int>(layer_ranges.size());
+  const int64_t V = padded_vocab_size(m, comm.tp().size());
+  const int64_t S = m.seq_len, H = m.hidden;
+
+  ParamInfo emb{"embedding.weight", {V, H}};
+  emb.real_rows = m.vocab_size;
+  emb.shard_dim = 0;
+  emb.decay = cfg_.optim.decay_embeddings;
+  emb.is_embedding = true;
+
+  for (size_t local = 0; local < chunk_ids.size(); ++local) {
+    const int id = chunk_ids[local];
+    const int c = static_cast<int>(local);
+    Chunk ch;
+    ch.cfg_ = &cfg_.model;
+    ch.tp_ = tp_;
+    ch.first_ = id == 0;
+    ch.last_ = id == total_chunks - 1;
+    ch.layer_begin_ = layer_ranges[id].first;
+    ch.local_heads_ = m.heads / tp_.size();
+    ch.head_dim_ = m.hidden / m.heads;
+    if (ch.first_) {
+      ParamInfo e = emb;
+      e.chunk = c;
+      ch.embedding_.weight = add_param(e, {Init::Normal, m.init_std});
+      ch.embedding_.vocab_start = tp_.rank() * ch.embedding_.weight.size(0);
+      if (m.positions == "learned") {
+        ParamInfo pos{"position_embedding.weight", {S, H}};
+        pos.decay = cfg_.optim.decay_embeddings;
+        pos.is_embedding = true;
+        pos.sequence_parallel_grad = tp_.sequence_parallel;
+        pos.chunk = c;
+        ch.position_embedding_ = add_param(pos, {Init::Normal, m.init_std});
+      }
+    }
+    for (int layer = layer_ranges[id].first; layer < layer_ranges[id].second; ++layer)
+      ch.blocks_.push_back(make_block(layer, c));
+    if (ch.last_) {
+      ch.final_norm_ = make_norm("final_norm", c);
+      if (m.tied_embeddings) {
+        ParamInfo e = emb;
+        e.chunk = c;
+        e.tied_copy = true;  // only used when chunk 0 (the original) lives on another rank
+        ch.head_weight_ = add_param(e, {Init::Normal, m.init_std});
+      } else {
+        ParamInfo h{"head.weight", {V, H}};
+        h.real_rows = m.vocab_size;
+        h.shard_dim = 0;
+        h.chunk = c;
+        ch.head_weight_ = add_param(h, {Init::Normal, m.init_std});
+      }
+    }
+    // Attention constants, built once: causal mask and RoPE tables for the full sequence.
+    auto f32 = at::TensorOptions().dtype(at::kFloat);
+    ch.causal_mask_ = at::full({S, S}, -INFINITY, f32).triu(1);
+    if (m.positions == "rope") {
+      const int64_t D = ch.head_dim_;
+      at::Tensor inv = at::pow(m.rope_theta, -at::arange(0, D, 2, f32) / static_cast<double>(D));
+      at::Tensor angles = at::outer(at::arange(S, f32), inv);  // [S, D/2]
+      angles = at::cat({angles, angles}, -1);
+      ch.rope_cos_ = angles.cos();
+      ch.rope_sin_ = angles.sin();
+    }
+    chunks_.push_back(std::move(ch));
+  }
+}
+
+}  // namespace trainer::model

@@ -1,0 +1,93 @@
+// The decoder-only Transformer (GPT-2 and Llama-style blocks), built as the model chunks this
+// rank owns: a pipeline rank owns one chunk (or `virtual_stages` chunks, interleaved), and
+// every linear layer inside is tensor-parallel over the TP group.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dist/comm.hpp"
+#include "model/parallel_linear.hpp"
+#include "model/params.hpp"
+
+namespace trainer::model {
+
+struct Norm {
+  at::Tensor weight, bias;  // bias undefined for rmsnorm or bias=false
+};
+
+struct Block {
+  Norm norm1, norm2;
+  ColumnParallelLinear qkv;  // rows grouped per head: [head][q|k|v][head_dim]
+  RowParallelLinear proj;
+  ColumnParallelLinear fc1;
+  ColumnParallelLinear gate;  // SwiGLU only
+  RowParallelLinear fc2;
+};
+
+// A contiguous run of layers; chunk 0 also embeds tokens, the last chunk also holds the head.
+class Chunk {
+ public:
+  bool first() const { return first_; }
+  bool last() const { return last_; }
+  int first_layer() const { return layer_begin_; }
+  int num_layers() const { return static_cast<int>(blocks_.size()); }
+
+  // First chunk: `input` holds token ids [B, S]. Otherwise: hidden states from the previous
+  // chunk, [B, S, H] (or [B, S/tp, H] under sequence parallelism).
+  at::Tensor forward(const at::Tensor& input) const;
+  // Last chunk only: the final norm and the head, giving this rank's vocab slice of the logits.
+  at::Tensor logits(const at::Tensor& hidden) const;
+  // Last chunk only: the sum of per-token losses of `hidden` against `targets` [B, S].
+  at::Tensor loss_sum(const at::Tensor& hidden, const at::Tensor& targets) const;
+
+ private:
+  friend class GPT;
+  at::Tensor attention(const Block& b, const at::Tensor& x) const;
+  at::Tensor mlp(const Block& b, const at::Tensor& x) const;
+  at::Tensor norm(const Norm& n, const at::Tensor& x) const;
+  at::Tensor rope(const at::Tensor& x) const;
+  at::Tensor dropout(const at::Tensor& x) const;
+
+  const ModelConfig* cfg_ = nullptr;
+  TPContext tp_;
+  bool first_ = false, last_ = false;
+  int layer_begin_ = 0;
+  int local_heads_ = 0, head_dim_ = 0;
+  VocabParallelEmbedding embedding_;
+  at::Tensor position_embedding_;  // learned positions, [S, H] (first chunk)
+  std::vector<Block> blocks_;
+  Norm final_norm_;
+  at::Tensor head_weight_;  // [V/tp, H]: the embedding (tied) or its own weight
+  at::Tensor causal_mask_, rope_cos_, rope_sin_;
+};
+
+class GPT {
+ public:
+  // Builds the chunks this rank owns. `chunk_ids` are global chunk indices (0 .. chunks-1),
+  // and `layer_ranges[c]` the [begin, end) layers of global chunk c.
+  GPT(const Config& cfg, dist::Comm& comm, const std::vector<int>& chunk_ids,
+      const std::vector<std::pair<int, int>>& layer_ranges);
+
+  std::vector<Chunk>& chunks() { return chunks_; }
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+
+ private:
+  at::Tensor add_param(ParamInfo info, const InitSpec& init);
+  Norm make_norm(const std::string& name, int chunk);
+  ColumnParallelLinear make_column(const std::string& name, int64_t out, int64_t in, int chunk);
+  RowParallelLinear make_row(const std::string& name, int64_t out, int64_t in, double std, int chunk);
+  Block make_block(int layer, int chunk);
+
+  Config cfg_;
+  dist::Comm& comm_;
+  TPContext tp_;
+  std::vector<Param> params_;
+  std::vector<Chunk> chunks_;
+};
+
+}  // namespace trainer::model

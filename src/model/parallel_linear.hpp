@@ -1,0 +1,72 @@
+// Tensor parallelism, all in one place (Megatron-LM's scheme).
+//
+// Two conjugate autograd functions carry every TP communication:
+//   copy_to_tp      forward: identity        backward: all-reduce over TP
+//   reduce_from_tp  forward: all-reduce      backward: identity
+// and their sequence-parallel forms (split along the sequence dimension 1):
+//   gather_from_sp  forward: all-gather seq  backward: reduce-scatter seq
+//   scatter_to_sp   forward: reduce-scatter  backward: all-gather seq
+//
+// ColumnParallelLinear splits W[out, in] by output rows: each rank computes its slice of the
+// outputs from the full input. RowParallelLinear splits W by input columns: each rank computes
+// a partial sum that is reduced over TP, then the bias is added once.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "dist/comm.hpp"
+
+namespace trainer::model {
+
+// What every TP layer needs to know about the run.
+struct TPContext {
+  dist::Group* group = nullptr;
+  bool sequence_parallel = false;
+  at::ScalarType compute_dtype = at::kFloat;  // bf16: matmuls in bf16, fp32 elsewhere
+  int rank() const { return group->index(); }
+  int size() const { return group->size(); }
+};
+
+at::Tensor copy_to_tp(const at::Tensor& x, dist::Group& g);
+at::Tensor reduce_from_tp(const at::Tensor& x, dist::Group& g);
+at::Tensor gather_from_sp(const at::Tensor& x, dist::Group& g);
+at::Tensor scatter_to_sp(const at::Tensor& x, dist::Group& g);
+// Gathers a column-parallel output along the last dim (backward keeps our slice).
+at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& g);
+
+// y = x W^T (+ b) with the matmul in `dtype` and the result in fp32.
+at::Tensor linear_in(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                     at::ScalarType dtype);
+
+struct ColumnParallelLinear {
+  at::Tensor weight;  // [out / tp, in]
+  at::Tensor bias;    // [out / tp] or undefined
+  bool gather_output = false;
+  // x: [B, S, in] (or [B, S/tp, in] under sequence parallelism).
+  at::Tensor forward(const at::Tensor& x, const TPContext& tp) const;
+};
+
+struct RowParallelLinear {
+  at::Tensor weight;  // [out, in / tp]
+  at::Tensor bias;    // [out] (replicated) or undefined
+  // x: [B, S, in / tp] -> [B, S, out] (or [B, S/tp, out] under sequence parallelism).
+  at::Tensor forward(const at::Tensor& x, const TPContext& tp) const;
+};
+
+// Each TP rank holds rows [vocab_start, vocab_start + rows) of the (padded) embedding table.
+struct VocabParallelEmbedding {
+  at::Tensor weight;  // [padded_vocab / tp, hidden]
+  int64_t vocab_start = 0;
+  // tokens [B, S] -> [B, S, hidden] (or [B, S/tp, hidden] under sequence parallelism).
+  at::Tensor forward(const at::Tensor& tokens, const TPContext& tp) const;
+};
+
+// Cross-entropy over vocab-sharded logits without gathering them: three all-reduces (max,
+// sum of exp, target logit). Columns at global ids >= real_vocab (padding) are excluded.
+// logits: [N, V/tp] fp32 slice starting at vocab_start; targets: [N] global ids, ignore_index
+// marks positions without a target. Returns the per-position loss [N] (0 where ignored).
+at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
+                                        int64_t vocab_start, int64_t real_vocab, dist::Group& g,
+                                        int64_t ignore_index = -100);
+
+}  // namespace trainer::model

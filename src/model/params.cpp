@@ -1,0 +1,40 @@
+#include "model/params.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace trainer::model {
+
+std::uint64_t seed_for(std::int64_t run_seed, const std::string& name) {
+  // FNV-1a over the name, mixed with the run seed: stable across builds and platforms.
+  std::uint64_t h = 1469598103934665603ull ^ static_cast<std::uint64_t>(run_seed);
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+at::Tensor init_shard(const ParamInfo& info, const InitSpec& init, std::int64_t seed, int tp_rank,
+                      int tp_size) {
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  at::Tensor full;
+  switch (init.kind) {
+    case Init::Ones: full = at::ones(info.full_shape, opts); break;
+    case Init::Zeros: full = at::zeros(info.full_shape, opts); break;
+    case Init::Normal: {
+      // Only the real rows are drawn, so the padding (which depends on tp) cannot shift them.
+      std::vector<int64_t> drawn_shape = info.full_shape;
+      if (info.real_rows >= 0) drawn_shape[0] = info.real_rows;
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(seed_for(seed, info.name));
+      at::Tensor drawn = at::normal(0.0, init.std, drawn_shape, gen, opts);
+      full = at::zeros(info.full_shape, opts);
+      full.narrow(0, 0, drawn_shape[0]).copy_(drawn);
+      break;
+    }
+  }
+  if (info.shard_dim < 0 || tp_size == 1) return full;
+  return full.chunk(tp_size, info.shard_dim)[tp_rank].contiguous();
+}
+
+}  // namespace trainer::model

@@ -1,0 +1,53 @@
+// Parameters with the facts every parallel feature needs about them: the full (unsharded)
+// shape, how this rank's piece sits in it, and how it is treated by decay, norm and sync.
+//
+// Initialisation does not depend on the layout: every parameter's full tensor is generated on
+// the CPU from a seed derived from (run seed, parameter name), and each rank keeps its shard.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer::model {
+
+enum class Init { Normal, Ones, Zeros };
+
+struct ParamInfo {
+  std::string name;                // global name, e.g. "layers.3.attn.qkv.weight"
+  std::vector<int64_t> full_shape;  // shape at tp = 1, vocab padded to this run's padding
+  int64_t real_rows = -1;          // rows that carry the model (vocab before padding); -1 = all
+  int shard_dim = -1;              // dimension split over TP; -1 = replicated over TP
+  int64_t shard_offset = 0;        // where this rank's shard starts along shard_dim
+  bool decay = true;               // AdamW weight decay applies
+  bool is_embedding = false;
+  bool is_norm_or_bias = false;
+  // The last stage's copy of a tied embedding: same values as the first stage's, so its
+  // gradient is synchronised over the embedding group and it is left out of the global norm.
+  bool tied_copy = false;
+  // Replicated over TP but fed different tokens under sequence parallelism: its gradients are
+  // partial sums to be all-reduced over TP.
+  bool sequence_parallel_grad = false;
+  int chunk = 0;  // which local model chunk (virtual stage) owns it
+};
+
+struct Param {
+  at::Tensor tensor;
+  ParamInfo info;
+};
+
+struct InitSpec {
+  Init kind = Init::Normal;
+  double std = 0.02;
+};
+
+// Builds the full tensor for `info` from (seed, name) and returns this rank's shard, with
+// padding rows (beyond info.real_rows) set to zero. `tp_rank/tp_size` select the shard.
+at::Tensor init_shard(const ParamInfo& info, const InitSpec& init, std::int64_t seed, int tp_rank,
+                      int tp_size);
+
+std::uint64_t seed_for(std::int64_t run_seed, const std::string& name);
+
+}  // namespace trainer::model

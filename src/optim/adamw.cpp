@@ -1,0 +1,94 @@
+#include "optim/adamw.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainer::optim {
+
+double learning_rate(const OptimConfig& o, int step, int total_steps) {
+  if (step < o.warmup_steps) return o.lr * (step + 1) / o.warmup_steps;
+  if (o.decay == "constant") return o.lr;
+  const double span = std::max(1, total_steps - o.warmup_steps);
+  const double progress = std::min(1.0, (step - o.warmup_steps) / span);
+  const double shape = o.decay == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
+  return o.min_lr + (o.lr - o.min_lr) * shape;
+}
+
+AdamW::AdamW(const OptimConfig& cfg, dist::DataParallel& dp, dist::Comm& comm)
+    : cfg_(cfg), dp_(dp), comm_(comm) {
+  for (auto& b : dp_.buckets()) {
+    m_.push_back(at::zeros({b.shard_numel}, at::kFloat));
+    v_.push_back(at::zeros({b.shard_numel}, at::kFloat));
+  }
+}
+
+namespace {
+
+// Calls fn(segment, begin, length) for the part of each segment inside the bucket's shard,
+// with begin relative to the segment.
+template <typename Fn>
+void for_each_in_shard(const dist::Bucket& b, Fn&& fn) {
+  const int64_t lo = b.shard_begin, hi = b.shard_begin + b.shard_numel;
+  for (const auto& s : b.segments) {
+    const int64_t begin = std::max(lo, s.offset), end = std::min(hi, s.offset + s.numel);
+    if (begin < end) fn(s, begin, end - begin);
+  }
+}
+
+}  // namespace
+
+double AdamW::grad_norm() {
+  const bool first_tp = comm_.coord().tp == 0;
+  double local = 0;
+  for (auto& b : dp_.buckets())
+    for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+      const auto& info = s.param->info;
+      if (info.tied_copy || (info.shard_dim < 0 && !first_tp)) return;
+      local += b.grads.narrow(0, begin, n).to(at::kDouble).pow(2).sum().item<double>();
+    });
+  at::Tensor total = at::full({1}, local, at::kDouble);
+  // Without ZeRO every DP rank holds the same (full) gradients: sum over the model-parallel
+  // ranks only. With ZeRO-1 the DP shards are disjoint: sum over everybody.
+  dist::all_reduce(dp_.zero1() ? comm_.world() : comm_.model_parallel(), total);
+  return std::sqrt(total.item<double>());
+}
+
+double AdamW::clip(double norm) {
+  if (cfg_.grad_clip <= 0) return 1.0;
+  const double factor = cfg_.grad_clip / (norm + 1e-6);
+  if (factor >= 1.0) return 1.0;
+  for (auto& b : dp_.buckets()) b.grads.mul_(factor);
+  return factor;
+}
+
+void AdamW::step(double lr) {
+  ++t_;
+  const double bc1 = 1.0 - std::pow(cfg_.beta1, t_);
+  const double bc2 = 1.0 - std::pow(cfg_.beta2, t_);
+  auto& buckets = dp_.buckets();
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    auto& b = buckets[i];
+    // Decoupled weight decay, only on the parameters that take it.
+    for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+      if (s.param->info.decay && cfg_.weight_decay > 0)
+        b.params.narrow(0, begin, n).mul_(1.0 - lr * cfg_.weight_decay);
+    });
+    at::Tensor p = b.params.narrow(0, b.shard_begin, b.shard_numel);
+    at::Tensor g = b.grads.narrow(0, b.shard_begin, b.shard_numel);
+    m_[i].mul_(cfg_.beta1).add_(g, 1.0 - cfg_.beta1);
+    v_[i].mul_(cfg_.beta2).addcmul_(g, g, 1.0 - cfg_.beta2);
+    at::Tensor denom = (v_[i] / bc2).sqrt_().add_(cfg_.eps);
+    p.addcdiv_(m_[i], denom, -lr / bc1);
+  }
+  dp_.all_gather_params();
+}
+
+std::int64_t AdamW::state_bytes() const {
+  std::int64_t bytes = 0;
+  for (size_t i = 0; i < m_.size(); ++i) bytes += (m_[i].numel() + v_[i].numel()) * 4;
+  return bytes;
+}
+
+}  // namespace trainer::optim

@@ -1,0 +1,40 @@
+// AdamW over the data-parallel buckets, with the learning-rate schedule and global gradient
+// clipping. Each rank updates its shard of every bucket (the whole bucket without ZeRO-1).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "config/config.hpp"
+#include "dist/data_parallel.hpp"
+
+namespace trainer::optim {
+
+// Linear warm-up to optim.lr, then cosine or linear decay to optim.min_lr at train.steps.
+double learning_rate(const OptimConfig& o, int step, int total_steps);
+
+class AdamW {
+ public:
+  AdamW(const OptimConfig& cfg, dist::DataParallel& dp, dist::Comm& comm);
+
+  // The global L2 norm of the gradients, equal to the 1x1x1 norm: TP-replicated parameters
+  // count on tp rank 0 only, the tied embedding's second copy not at all, and under ZeRO-1
+  // each DP rank adds only its own shard.
+  double grad_norm();
+  // Scales gradients so the global norm is at most optim.grad_clip; returns the factor.
+  double clip(double norm);
+  void step(double lr);
+
+  std::int64_t state_bytes() const;  // optimizer memory of this rank (m and v)
+  int steps_taken() const { return t_; }
+
+ private:
+  OptimConfig cfg_;
+  dist::DataParallel& dp_;
+  dist::Comm& comm_;
+  std::vector<at::Tensor> m_, v_;  // per bucket shard
+  int t_ = 0;
+};
+
+}  // namespace trainer::optim

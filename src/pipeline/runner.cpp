@@ -1,0 +1,163 @@
+#include "pipeline/runner.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <map>
+
+#include "pipeline/schedule.hpp"
+
+namespace trainer::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// What a stage keeps for one (microbatch, chunk) between its forward and its backward.
+struct InFlight {
+  at::Tensor input;   // received activation (requires grad) or tokens
+  at::Tensor output;  // activation to send on, or the scaled loss on the last chunk
+  at::Tensor grad_in; // gradient received for `output`
+  at::Tensor input_grad;
+  dist::Pending recv;
+};
+
+}  // namespace
+
+Runner::Runner(const Config& cfg, model::GPT& model, dist::Comm& comm)
+    : cfg_(cfg), model_(model), comm_(comm) {
+  stage_ = comm.coord().pp;
+  stages_ = comm.grid().pp();
+  chunks_ = static_cast<int>(model.chunks().size());
+}
+
+bool Runner::holds_loss() const { return model_.chunks().back().last(); }
+
+at::Tensor Runner::activation_buffer() const {
+  const auto& m = cfg_.model;
+  const bool sp = cfg_.parallel.sequence_parallel && comm_.tp().size() > 1;
+  const int64_t s = sp ? m.seq_len / comm_.tp().size() : m.seq_len;
+  return at::empty({cfg_.parallel.micro_batch_size, s, m.hidden}, at::kFloat);
+}
+
+int Runner::tag(int direction, int receiving_global_chunk, int microbatch, int microbatches) const {
+  return (direction * stages_ * chunks_ + receiving_global_chunk) * microbatches + microbatch;
+}
+
+StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_scale,
+                             const std::function<void(int)>& before_last_backward) {
+  const int m = static_cast<int>(mbs.size());
+  const auto actions = make_schedule(cfg_.parallel.schedule, stage_, stages_, m, chunks_);
+  std::vector<int> last_backward(chunks_, -1);
+  for (size_t i = 0; i < actions.size(); ++i)
+    if (actions[i].op == Op::Backward) last_backward[actions[i].chunk] = static_cast<int>(i);
+
+  dist::Group& pp = comm_.pp();
+  const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
+  std::map<std::pair<int, int>, InFlight> live;
+  std::vector<dist::Pending> sends;
+  StepStats stats;
+  at::Tensor loss_total = at::zeros({}, at::kDouble);
+
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    const auto key = std::make_pair(a.microbatch, a.chunk);
+    const int global = a.chunk * stages_ + stage_;
+    model::Chunk& chunk = model_.chunks()[a.chunk];
+    switch (a.op) {
+      case Op::RecvForward: {
+        InFlight& f = live[key];
+        f.input = activation_buffer();
+        f.recv = dist::recv_async(pp, f.input, prev, tag(0, global, a.microbatch, m));
+        break;
+      }
+      case Op::Forward: {
+        InFlight& f = live[key];
+        if (chunk.first()) {
+          f.input = mbs[a.microbatch].tokens;
+        } else {
+          const auto t0 = Clock::now();
+          f.recv.wait();
+          stats.wait_seconds += since(t0);
+          f.input.requires_grad_(true);
+        }
+        const auto t0 = Clock::now();
+        f.output = chunk.forward(f.input);
+        if (chunk.last()) {
+          f.output = chunk.loss_sum(f.output, mbs[a.microbatch].targets) * loss_scale;
+          loss_total += f.output.detach().to(at::kDouble);
+        }
+        stats.compute_seconds += since(t0);
+        stats.max_in_flight = std::max(stats.max_in_flight, static_cast<int>(live.size()));
+        break;
+      }
+      case Op::SendForward:
+        sends.push_back(dist::send_async(pp, live[key].output.detach(), next, tag(0, global + 1, a.microbatch, m)));
+        break;
+      case Op::RecvBackward: {
+        InFlight& f = live[key];
+        f.grad_in = activation_buffer();
+        f.recv = dist::recv_async(pp, f.grad_in, next, tag(1, global, a.microbatch, m));
+        break;
+      }
+      case Op::Backward: {
+        InFlight& f = live[key];
+        if (static_cast<int>(i) == last_backward[a.chunk]) before_last_backward(a.chunk);
+        if (!chunk.last()) {
+          const auto t0 = Clock::now();
+          f.recv.wait();
+          stats.wait_seconds += since(t0);
+        }
+        const auto t0 = Clock::now();
+        if (chunk.last()) torch::autograd::backward({f.output});
+        else torch::autograd::backward({f.output}, {f.grad_in});
+        if (!chunk.first()) f.input_grad = f.input.grad();
+        stats.compute_seconds += since(t0);
+        if (chunk.first()) live.erase(key);  // nothing to send: free the activations now
+        break;
+      }
+      case Op::SendBackward: {
+        InFlight& f = live[key];
+        sends.push_back(dist::send_async(pp, f.input_grad, prev, tag(1, global - 1, a.microbatch, m)));
+        live.erase(key);  // the send holds its own reference; activations are freed
+        break;
+      }
+    }
+  }
+  for (auto& s : sends) s.wait();
+  stats.loss = loss_total.item<double>();
+  return stats;
+}
+
+double Runner::eval_step(const std::vector<MicroBatch>& mbs, double loss_scale) {
+  torch::NoGradGuard no_grad;
+  const int m = static_cast<int>(mbs.size());
+  dist::Group& pp = comm_.pp();
+  const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
+  double loss = 0;
+  std::vector<dist::Pending> sends;
+  std::vector<at::Tensor> keep;  // send buffers stay alive until their sends complete
+  // Forward-only: each chunk in order, every microbatch through it (the GPipe forward phase).
+  for (int c = 0; c < chunks_; ++c) {
+    model::Chunk& chunk = model_.chunks()[c];
+    const int global = c * stages_ + stage_;
+    for (int mb = 0; mb < m; ++mb) {
+      at::Tensor x = mbs[mb].tokens;
+      if (!chunk.first()) {
+        x = activation_buffer();
+        dist::recv_async(pp, x, prev, tag(0, global, mb, m)).wait();
+      }
+      at::Tensor out = chunk.forward(x);
+      if (chunk.last()) {
+        loss += chunk.loss_sum(out, mbs[mb].targets).item<double>() * loss_scale;
+      } else {
+        keep.push_back(out.contiguous());
+        sends.push_back(dist::send_async(pp, keep.back(), next, tag(0, global + 1, mb, m)));
+      }
+    }
+  }
+  for (auto& s : sends) s.wait();
+  return loss;
+}
+
+}  // namespace trainer::pipeline

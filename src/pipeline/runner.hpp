@@ -1,0 +1,55 @@
+// Executes a pipeline schedule (schedule.hpp) on this rank's model chunks: forward and
+// backward compute, activations and their gradients sent to the neighbouring stages with
+// non-blocking point-to-point operations over the PP group.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dist/comm.hpp"
+#include "model/gpt.hpp"
+
+namespace trainer::pipeline {
+
+struct MicroBatch {
+  at::Tensor tokens;   // [B, S] int64 (used by the first stage)
+  at::Tensor targets;  // [B, S] int64 (used by the last stage)
+};
+
+struct StepStats {
+  double loss = 0;            // sum of this rank's scaled microbatch losses (last stage only)
+  double compute_seconds = 0; // forward and backward actions, TP collectives included
+  double wait_seconds = 0;    // blocked on a receive: the pipeline bubble as this stage sees it
+  int max_in_flight = 0;      // most microbatches whose activations were held at once
+};
+
+class Runner {
+ public:
+  Runner(const Config& cfg, model::GPT& model, dist::Comm& comm);
+
+  // One training step's forward+backward over `microbatches`. Each microbatch loss is
+  // multiplied by `loss_scale` (1 / tokens in the global batch), so gradients accumulate to
+  // the gradient of the mean loss. `before_last_backward(chunk)` runs just before the last
+  // backward of each local chunk (where data-parallel reduction may start).
+  StepStats train_step(const std::vector<MicroBatch>& microbatches, double loss_scale,
+                       const std::function<void(int chunk)>& before_last_backward);
+
+  // Forward only, no gradients (evaluation); returns the summed scaled loss on the last stage.
+  double eval_step(const std::vector<MicroBatch>& microbatches, double loss_scale);
+
+  bool holds_loss() const;  // this rank owns the last model chunk
+
+ private:
+  at::Tensor activation_buffer() const;
+  int tag(int direction, int receiving_global_chunk, int microbatch, int microbatches) const;
+
+  const Config& cfg_;
+  model::GPT& model_;
+  dist::Comm& comm_;
+  int stage_, stages_, chunks_;
+};
+
+}  // namespace trainer::pipeline

@@ -1,0 +1,128 @@
+#include "train/trainer.hpp"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <thread>
+
+#include "checkpoint/shards.hpp"
+#include "data/batches.hpp"
+#include "dist/comm.hpp"
+#include "dist/data_parallel.hpp"
+#include "metrics/metrics.hpp"
+#include "model/flops.hpp"
+#include "model/gpt.hpp"
+#include "optim/adamw.hpp"
+#include "pipeline/runner.hpp"
+#include "pipeline/schedule.hpp"
+
+namespace trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double comm_seconds(const dist::Comm& comm) {
+  double s = 0;
+  for (const auto* g : comm.groups()) s += g->stats().seconds;
+  return s;
+}
+
+// Global chunk ids owned by this pipeline rank: stage, stage + pp, ... (interleaved).
+std::vector<int> my_chunks(const Config& cfg, int stage) {
+  const int v = cfg.parallel.schedule == "interleaved-1f1b" ? cfg.parallel.virtual_stages : 1;
+  std::vector<int> ids;
+  for (int c = 0; c < v; ++c) ids.push_back(c * cfg.parallel.pp + stage);
+  return ids;
+}
+
+}  // namespace
+
+int threads_for(const Config& cfg, const dist::JobEnv& job) {
+  if (cfg.runtime.threads > 0) return cfg.runtime.threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, job.local_world_size));
+}
+
+int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions& opts) {
+  at::set_num_threads(threads_for(cfg, job));
+  at::set_num_interop_threads(1);
+  const auto& p = cfg.parallel;
+  dist::Grid grid(p.dp, p.pp, p.tp);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.runtime.collective_timeout_s * 1000));
+  dist::Comm comm(job, grid, timeout);
+  const dist::Coord me = comm.coord();
+
+  const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
+  const auto ranges = pipeline::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
+  model::GPT model(cfg, comm, my_chunks(cfg, me.pp), ranges);
+  dist::DataParallel dp(model.params(), comm, cfg.optim.bucket_mb, cfg.optim.zero_stage == 1);
+  optim::AdamW optimizer(cfg.optim, dp, comm);
+  pipeline::Runner runner(cfg, model, comm);
+  auto source = data::make_source(cfg);
+
+  const int microbatches = num_microbatches(cfg);
+  const double tokens_per_step = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
+  const double loss_scale = 1.0 / tokens_per_step;
+  metrics::StepLogger logger(cfg, comm, runner.holds_loss() && me.dp == 0 && me.tp == 0);
+  logger.startup(model.params(), optimizer.state_bytes(), microbatches);
+  if (p.pp > 1 && microbatches < p.pp && comm.rank() == 0)
+    spdlog::warn("{} microbatches for {} pipeline stages: the bubble ({:.0f}%) dominates; raise "
+                 "train.global_batch_size or lower parallel.micro_batch_size",
+                 microbatches, p.pp, 100 * pipeline::theoretical_bubble(p.pp, microbatches, v));
+
+  std::ofstream losses;
+  if (!opts.dump_dir.empty() && runner.holds_loss() && me.dp == 0 && me.tp == 0) {
+    std::filesystem::create_directories(opts.dump_dir);
+    losses.open(opts.dump_dir + "/losses.txt");
+  }
+  int skipped = 0;
+  for (int step = 0; step < cfg.train.steps; ++step) {
+    const auto t0 = Clock::now();
+    const double comm0 = comm_seconds(comm);
+    // 1. this rank's share of the global batch
+    auto batch = data::local_microbatches(*source, cfg, step, me.dp);
+    // 2. forward and backward through the pipeline; DP reduction starts during the last backward
+    dp.zero_grad();
+    auto stats = runner.train_step(batch, loss_scale, [&](int chunk) { dp.enable_sync(chunk); });
+    // 3. finish the gradient reduction (DP buckets, tied embedding, sequence-parallel norms)
+    dp.finish();
+    if (step == opts.inject_nonfinite_step) dp.buckets().front().grads[0] = NAN;
+    // 4. clip and step, unless the gradients are not finite
+    const double norm = optimizer.grad_norm();
+    const double lr = optim::learning_rate(cfg.optim, step, cfg.train.steps);
+    const bool finite = std::isfinite(norm);
+    if (finite) {
+      optimizer.clip(norm);
+      optimizer.step(lr);
+    } else {
+      ++skipped;
+      if (cfg.optim.nonfinite == "abort") {
+        spdlog::error("step {}: gradient norm is {}; aborting (optim.nonfinite=abort)", step + 1, norm);
+        return 3;
+      }
+      if (comm.rank() == 0) spdlog::warn("step {}: gradient norm is {}; step skipped", step + 1, norm);
+    }
+    // 5. log: the loss lives on the last stage; sum the DP shares there
+    at::Tensor loss = at::full({1}, stats.loss, at::kDouble);
+    if (runner.holds_loss()) dist::all_reduce(comm.dp(), loss);
+    metrics::StepTimes times;
+    times.total = since(t0);
+    times.bubble = stats.wait_seconds;
+    times.comm = comm_seconds(comm) - comm0 - stats.wait_seconds;
+    times.compute = std::max(0.0, times.total - times.comm - times.bubble);
+    logger.step(step + 1, loss.item<double>(), lr, norm, times, skipped, stats.max_in_flight,
+                dp.launched_in_backward(), static_cast<int>(dp.buckets().size()));
+    if (losses.is_open()) losses << std::setprecision(17) << loss.item<double>() << ' ' << norm << '\n';
+  }
+  if (!opts.dump_dir.empty()) checkpoint::write_shards(opts.dump_dir, comm.rank(), model.params(), true);
+  dist::barrier(comm.world());
+  return 0;
+}
+
+}  // namespace trainer
