@@ -44,6 +44,9 @@ void timed(Group& g, const char* what, std::int64_t bytes, Fn&& op) {
   const auto t0 = Clock::now();
   try {
     op();
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(std::string(what) + " on group " + g.describe() + " failed: " +
+                             e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(what) + " on group " + g.describe() + " failed: " + e.what());
   }

@@ -32,8 +32,8 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
 }  // namespace
 
 DataParallel::DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb,
-                           bool zero1)
-    : comm_(comm), zero1_(zero1) {
+                           bool zero1, bool tied_embedding)
+    : comm_(comm), zero1_(zero1), tied_embedding_(tied_embedding) {
   const int dp = comm.dp().size();
   const auto max_numel = static_cast<int64_t>(bucket_mb * 1024 * 1024 / sizeof(float));
   int chunks = 0;
@@ -112,7 +112,7 @@ void DataParallel::finish() {
 
   // The embedding exists on the first and the last pipeline stage when tied: sum the two
   // gradients so both copies take the same step.
-  if (comm_.embedding().size() > 1) {
+  if (tied_embedding_ && comm_.embedding().size() > 1) {
     for (auto& b : buckets_)
       for (auto& s : b.segments)
         if (s.param->info.name == "embedding.weight") {

@@ -42,7 +42,8 @@ struct Bucket {
 
 class DataParallel {
  public:
-  DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb, bool zero1);
+  DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb, bool zero1,
+               bool tied_embedding);
   ~DataParallel();
 
   void zero_grad();
@@ -66,6 +67,7 @@ class DataParallel {
 
   Comm& comm_;
   bool zero1_;
+  bool tied_embedding_;
   std::vector<Bucket> buckets_;
   std::vector<bool> sync_enabled_;  // per chunk
   std::vector<std::shared_ptr<void>> hooks_;  // keeps the grad accumulators (and hooks) alive

@@ -22,6 +22,34 @@ struct InFlight {
   dist::Pending recv;
 };
 
+// Point-to-point transfers between chunks. When every chunk lives on this rank (pp = 1 with
+// several virtual stages) the tensors are handed over directly instead of sent to ourselves.
+class Mailbox {
+ public:
+  Mailbox(dist::Group& pp, bool local) : pp_(pp), local_(local) {}
+  void send(const at::Tensor& t, int peer, int tag) {
+    if (local_) local_messages_[tag] = t;
+    else sends_.push_back(dist::send_async(pp_, t, peer, tag));
+  }
+  // Fills `buffer` (now, if local; when the returned operation completes, otherwise).
+  dist::Pending receive(at::Tensor& buffer, int peer, int tag) {
+    if (!local_) return dist::recv_async(pp_, buffer, peer, tag);
+    buffer = local_messages_.at(tag);
+    local_messages_.erase(tag);
+    return dist::Pending();
+  }
+  void wait_sends() {
+    for (auto& s : sends_) s.wait();
+    sends_.clear();
+  }
+
+ private:
+  dist::Group& pp_;
+  bool local_;
+  std::vector<dist::Pending> sends_;
+  std::map<int, at::Tensor> local_messages_;
+};
+
 }  // namespace
 
 Runner::Runner(const Config& cfg, model::GPT& model, dist::Comm& comm)
@@ -55,7 +83,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
   dist::Group& pp = comm_.pp();
   const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
   std::map<std::pair<int, int>, InFlight> live;
-  std::vector<dist::Pending> sends;
+  Mailbox mailbox(pp, stages_ == 1);
   StepStats stats;
   at::Tensor loss_total = at::zeros({}, at::kDouble);
 
@@ -68,7 +96,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
       case Op::RecvForward: {
         InFlight& f = live[key];
         f.input = activation_buffer();
-        f.recv = dist::recv_async(pp, f.input, prev, tag(0, global, a.microbatch, m));
+        f.recv = mailbox.receive(f.input, prev, tag(0, global, a.microbatch, m));
         break;
       }
       case Op::Forward: {
@@ -92,12 +120,12 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
         break;
       }
       case Op::SendForward:
-        sends.push_back(dist::send_async(pp, live[key].output.detach(), next, tag(0, global + 1, a.microbatch, m)));
+        mailbox.send(live[key].output.detach(), next, tag(0, global + 1, a.microbatch, m));
         break;
       case Op::RecvBackward: {
         InFlight& f = live[key];
         f.grad_in = activation_buffer();
-        f.recv = dist::recv_async(pp, f.grad_in, next, tag(1, global, a.microbatch, m));
+        f.recv = mailbox.receive(f.grad_in, next, tag(1, global, a.microbatch, m));
         break;
       }
       case Op::Backward: {
@@ -118,13 +146,13 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
       }
       case Op::SendBackward: {
         InFlight& f = live[key];
-        sends.push_back(dist::send_async(pp, f.input_grad, prev, tag(1, global - 1, a.microbatch, m)));
+        mailbox.send(f.input_grad, prev, tag(1, global - 1, a.microbatch, m));
         live.erase(key);  // the send holds its own reference; activations are freed
         break;
       }
     }
   }
-  for (auto& s : sends) s.wait();
+  mailbox.wait_sends();
   stats.loss = loss_total.item<double>();
   return stats;
 }
@@ -135,8 +163,7 @@ double Runner::eval_step(const std::vector<MicroBatch>& mbs, double loss_scale) 
   dist::Group& pp = comm_.pp();
   const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
   double loss = 0;
-  std::vector<dist::Pending> sends;
-  std::vector<at::Tensor> keep;  // send buffers stay alive until their sends complete
+  Mailbox mailbox(pp, stages_ == 1);
   // Forward-only: each chunk in order, every microbatch through it (the GPipe forward phase).
   for (int c = 0; c < chunks_; ++c) {
     model::Chunk& chunk = model_.chunks()[c];
@@ -145,18 +172,17 @@ double Runner::eval_step(const std::vector<MicroBatch>& mbs, double loss_scale) 
       at::Tensor x = mbs[mb].tokens;
       if (!chunk.first()) {
         x = activation_buffer();
-        dist::recv_async(pp, x, prev, tag(0, global, mb, m)).wait();
+        mailbox.receive(x, prev, tag(0, global, mb, m)).wait();
       }
       at::Tensor out = chunk.forward(x);
       if (chunk.last()) {
         loss += chunk.loss_sum(out, mbs[mb].targets).item<double>() * loss_scale;
       } else {
-        keep.push_back(out.contiguous());
-        sends.push_back(dist::send_async(pp, keep.back(), next, tag(0, global + 1, mb, m)));
+        mailbox.send(out.contiguous(), next, tag(0, global + 1, mb, m));
       }
     }
   }
-  for (auto& s : sends) s.wait();
+  mailbox.wait_sends();
   return loss;
 }
 

@@ -61,7 +61,8 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
   const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
   const auto ranges = pipeline::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
   model::GPT model(cfg, comm, my_chunks(cfg, me.pp), ranges);
-  dist::DataParallel dp(model.params(), comm, cfg.optim.bucket_mb, cfg.optim.zero_stage == 1);
+  dist::DataParallel dp(model.params(), comm, cfg.optim.bucket_mb, cfg.optim.zero_stage == 1,
+                        cfg.model.tied_embeddings);
   optim::AdamW optimizer(cfg.optim, dp, comm);
   pipeline::Runner runner(cfg, model, comm);
   auto source = data::make_source(cfg);
