@@ -277,8 +277,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     if (!root.IsMap()) throw ConfigError(path + ": the top level must be a mapping of sections");
     for (const auto& section : root) {
       const std::string name = section.first.as<std::string>();
+      if (!section_known(name)) unknown_key(name + ".", where_of(path, section.first));
       if (!section.second.IsMap()) {
-        if (!section_known(name)) unknown_key(name + ".", where_of(path, section.first));
         throw ConfigError(where_of(path, section.first) + ": section '" + name + "' must be a mapping");
       }
       for (const auto& kv : section.second) {

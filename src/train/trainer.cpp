@@ -103,6 +103,7 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
       optimizer.step(lr);
     } else {
       ++skipped;
+      dp.zero_grad();  // drop the poisoned gradients; parameters and moments are untouched
       if (cfg.optim.nonfinite == "abort") {
         spdlog::error("step {}: gradient norm is {}; aborting (optim.nonfinite=abort)", step + 1, norm);
         return 3;

@@ -1,0 +1,111 @@
+#include "helpers.hpp"
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dist/launcher.hpp"
+
+namespace testing {
+
+std::string trainer_bin() { return TRAINER_BIN; }
+std::string source_dir() { return TRAINER_SOURCE_DIR; }
+
+static std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Result run(const std::string& command, int timeout_s) {
+  Result r;
+  const std::string full = "timeout -k 5 " + std::to_string(timeout_s) + " " + command + " 2>&1";
+  FILE* pipe = popen(full.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return r;
+}
+
+Result trainer(const std::vector<std::string>& args, int timeout_s) {
+  std::string cmd = quote(trainer_bin());
+  for (const auto& a : args) cmd += " " + quote(a);
+  return run(cmd, timeout_s);
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/trainer-test-XXXXXX";
+  path = mkdtemp(tmpl);
+}
+TempDir::~TempDir() { std::filesystem::remove_all(path); }
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result train_layout(int dp, int pp, int tp, const std::string& dir, const std::vector<std::string>& sets,
+                    const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"launch", "--nproc", std::to_string(dp * pp * tp), "--",
+                                   "train", source_dir() + "/configs/tiny.yaml", "--dump", dir,
+                                   "--set", "parallel.dp=" + std::to_string(dp),
+                                   "--set", "parallel.pp=" + std::to_string(pp),
+                                   "--set", "parallel.tp=" + std::to_string(tp)};
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return trainer(args);
+}
+
+std::vector<LossLine> read_losses(const std::string& dir) {
+  std::vector<LossLine> out;
+  std::ifstream in(dir + "/losses.txt");
+  for (LossLine l; in >> l.loss >> l.grad_norm;) out.push_back(l);
+  return out;
+}
+
+double max_rel_diff(const at::Tensor& a, const at::Tensor& b) {
+  const double scale = std::max(a.abs().max().item<double>(), 1e-12);
+  return (a - b).abs().max().item<double>() / scale;
+}
+
+double norm_rel_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).norm().item<double>() / std::max(a.norm().item<double>(), 1e-12);
+}
+
+std::map<std::string, Worker>& workers() {
+  static std::map<std::string, Worker> registry;
+  return registry;
+}
+
+int run_worker(const std::string& name) {
+  auto it = workers().find(name);
+  if (it == workers().end()) throw std::runtime_error("no worker named " + name);
+  return it->second();
+}
+
+int launch_workers(const std::string& name, int nproc, const std::map<std::string, std::string>& env) {
+  trainer::dist::LaunchOptions o;
+  o.nproc = nproc;
+  o.env = env;
+  o.env["TRAINER_TEST_WORKER"] = name;
+  return trainer::dist::launch_local(o);
+}
+
+std::string env_or(const char* key, const std::string& fallback) {
+  const char* v = std::getenv(key);
+  return v ? v : fallback;
+}
+
+}  // namespace testing

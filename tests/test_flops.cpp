@@ -1,0 +1,22 @@
+// Parameter count and FLOPs per token against hand counts.
+#include <catch2/catch.hpp>
+
+#include "model/flops.hpp"
+
+using namespace trainer;
+
+TEST_CASE("parameter count of GPT-2 small is 124M", "[flops]") {
+  ModelConfig m;
+  m.layers = 12, m.hidden = 768, m.heads = 12, m.ffn = 3072, m.vocab_size = 50257, m.seq_len = 1024;
+  CHECK(model::count_parameters(m) == 124439808);  // Hugging Face "gpt2"
+}
+
+TEST_CASE("FLOPs per token match a hand count", "[flops]") {
+  ModelConfig m;  // 2 layers, h=8, ffn=32, V=16, S=4, GELU
+  m.layers = 2, m.hidden = 8, m.heads = 2, m.ffn = 32, m.vocab_size = 16, m.seq_len = 4;
+  // per layer: qkv 3*64 + proj 64 + fc1 256 + fc2 256 = 768 weights; head 8*16 = 128.
+  // 6 * (2*768 + 128) = 9984; attention 12 * 2 * 4 * 8 = 768.
+  CHECK(model::flops_per_token(m) == Approx(9984 + 768));
+  m.mlp = "swiglu";  // gate adds 256 per layer
+  CHECK(model::flops_per_token(m) == Approx(6.0 * (2 * 1024 + 128) + 768));
+}

@@ -1,0 +1,159 @@
+// Tensor parallelism against the unsharded model: logits, loss and every gradient at
+// tp = 2 and 4 equal tp = 1 within 1e-5 (relative to each tensor's largest entry), for the
+// GPT-2 and the Llama-style block, with and without sequence parallelism.
+#include "catch_torch.hpp"
+
+#include <ATen/ATen.h>
+#include <fstream>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "checkpoint/shards.hpp"
+#include "config/config.hpp"
+#include "data/batches.hpp"
+#include "dist/comm.hpp"
+#include "dist/data_parallel.hpp"
+#include "helpers.hpp"
+#include "model/flops.hpp"
+#include "model/gpt.hpp"
+#include "model/parallel_linear.hpp"
+
+using namespace trainer;
+
+namespace {
+
+std::vector<std::string> split_sets(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  for (std::string item; std::getline(s, item, ';');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// One forward and backward of the whole model at pp = 1, tp = world size.
+int tp_model_worker() {
+  const std::string out = testing::env_or("TEST_OUT", "/tmp");
+  auto job = dist::detect_job_env(dist::current_environment());
+  auto sets = split_sets(testing::env_or("TEST_SETS", ""));
+  sets.insert(sets.end(), {"parallel.dp=1", "parallel.pp=1", "parallel.tp=" + std::to_string(job.world_size)});
+  Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", sets);
+  validate(cfg, job.world_size);
+  dist::Comm comm(job, dist::Grid(1, 1, job.world_size), std::chrono::seconds(30));
+  model::GPT gpt(cfg, comm, {0}, {{0, cfg.model.layers}});
+  auto& chunk = gpt.chunks()[0];
+  auto src = data::make_source(cfg);
+  auto mb = data::local_microbatches(*src, cfg, 0, 0)[0];
+  at::Tensor hidden = chunk.forward(mb.tokens);
+  at::Tensor logits = model::gather_last_dim(chunk.logits(hidden), comm.tp());
+  at::Tensor loss = chunk.loss_sum(hidden, mb.targets) / mb.targets.numel();
+  // The real gradient synchronisation (here: sequence-parallel norms over TP).
+  dist::DataParallel sync(gpt.params(), comm, 25.0, false, cfg.model.tied_embeddings);
+  sync.zero_grad();
+  loss.backward();
+  sync.finish();
+  if (comm.rank() == 0) {
+    std::vector<at::Tensor> result = {logits.detach().narrow(-1, 0, cfg.model.vocab_size).contiguous(), loss.detach()};
+    torch::save(result, out + "/logits.pt");
+  }
+  checkpoint::write_shards(out, comm.rank(), gpt.params(), true);
+  return 0;
+}
+testing::RegisterWorker reg_tp("tp_model", tp_model_worker);
+
+struct TPRun {
+  at::Tensor logits, loss;
+  std::map<std::string, at::Tensor> full;
+};
+
+TPRun run_tp(int tp, const std::string& sets) {
+  testing::TempDir dir;
+  REQUIRE((testing::launch_workers("tp_model", tp, {{"TEST_OUT", dir.path}, {"TEST_SETS", sets}}) == 0));
+  std::vector<at::Tensor> lg;
+  torch::load(lg, dir.file("logits.pt"));
+  return {lg[0], lg[1], checkpoint::read_full(dir.path)};
+}
+
+// The reference: cross-entropy of the library on gathered, unpadded logits.
+int vocab_ce_worker() {
+  auto job = dist::detect_job_env(dist::current_environment());
+  dist::Comm comm(job, dist::Grid(1, 1, job.world_size), std::chrono::seconds(30));
+  const int64_t N = 12, real = 20, padded = 24;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  at::Tensor full = at::randn({N, padded}, gen, at::kFloat) * 3;
+  at::Tensor targets = at::randint(0, real, {N}, gen, at::kLong);
+  targets[2] = -100;
+  targets[7] = -100;
+  targets[5] = real - 1;  // lives in the last shard, next to the padding
+  const int64_t local = padded / job.world_size;
+  at::Tensor mine = full.narrow(1, comm.tp().index() * local, local).clone().requires_grad_(true);
+  at::Tensor loss = model::vocab_parallel_cross_entropy(mine, targets, comm.tp().index() * local, real, comm.tp()).sum();
+  loss.backward();
+  at::Tensor grad = dist::all_gather(comm.tp(), mine.grad(), 1);
+
+  at::Tensor ref_logits = full.narrow(1, 0, real).clone().requires_grad_(true);
+  at::Tensor ref = at::cross_entropy_loss(ref_logits, targets, {}, at::Reduction::Sum, -100);
+  ref.backward();
+  const double loss_diff = std::abs(loss.item<double>() - ref.item<double>()) / ref.item<double>();
+  const double grad_diff = testing::max_rel_diff(ref_logits.grad(), grad.narrow(1, 0, real));
+  const double pad_grad = grad.narrow(1, real, padded - real).abs().max().item<double>();
+  if (comm.rank() == 0)
+    std::ofstream(testing::env_or("TEST_OUT", "/tmp") + "/ce.txt") << loss_diff << " " << grad_diff << " " << pad_grad;
+  return 0;
+}
+testing::RegisterWorker reg_ce("vocab_ce", vocab_ce_worker);
+
+}  // namespace
+
+TEST_CASE("tensor-parallel model equals tp=1: logits, loss and gradients", "[model][tp][mp]") {
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {"gpt2", ""},
+      {"llama", "model.mlp=swiglu;model.positions=rope;model.norm=rmsnorm;model.bias=false;model.tied_embeddings=false"},
+      {"gpt2+sp", "parallel.sequence_parallel=true"},
+      {"llama+sp", "model.mlp=swiglu;model.positions=rope;model.norm=rmsnorm;model.bias=false;"
+                   "model.tied_embeddings=false;parallel.sequence_parallel=true"},
+  };
+  for (const auto& [name, sets] : variants) {
+    SECTION(name) {
+      TPRun ref = run_tp(1, sets);
+      Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", {});
+      for (int tp : {2, 4}) {
+        INFO(name << " tp=" << tp);
+        TPRun run = run_tp(tp, sets);
+        CHECK(testing::max_rel_diff(ref.logits, run.logits) < 1e-5);
+        CHECK(std::abs(ref.loss.item<double>() - run.loss.item<double>()) / ref.loss.item<double>() < 1e-5);
+        REQUIRE(ref.full.size() == run.full.size());
+        std::int64_t count = 0;
+        for (const auto& [pname, tensor] : ref.full) {
+          INFO(pname);
+          REQUIRE(run.full.count(pname));
+          at::Tensor a = tensor, b = run.full[pname];
+          if (pname.rfind("embedding", 0) == 0 || pname.rfind("head", 0) == 0) {
+            a = a.narrow(0, 0, cfg.model.vocab_size);  // padding rows are not part of the model
+            b = b.narrow(0, 0, cfg.model.vocab_size);
+          }
+          CHECK(testing::max_rel_diff(a, b) < 1e-5);
+          if (pname.find(".grad") == std::string::npos) count += a.numel();
+        }
+        // The shards put back together hold exactly the model's parameters.
+        Config vcfg = load_config(testing::source_dir() + "/configs/tiny.yaml", {});
+        for (const auto& s : split_sets(sets)) apply_override(vcfg, s);
+        CHECK(count == model::count_parameters(vcfg.model));
+      }
+    }
+  }
+}
+
+TEST_CASE("vocab-parallel cross-entropy equals the library's, with ignored targets and padding", "[model][tp][mp]") {
+  for (int tp : {1, 2, 4}) {
+    INFO("tp=" << tp);
+    testing::TempDir dir;
+    REQUIRE((testing::launch_workers("vocab_ce", tp, {{"TEST_OUT", dir.path}}) == 0));
+    std::istringstream in(testing::read_file(dir.file("ce.txt")));
+    double loss_diff = 1, grad_diff = 1, pad_grad = 1;
+    in >> loss_diff >> grad_diff >> pad_grad;
+    CHECK(loss_diff < 1e-6);
+    CHECK(grad_diff < 1e-6);
+    CHECK(pad_grad == 0.0);  // padding columns get exactly zero gradient
+  }
+}
