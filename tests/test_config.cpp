@@ -82,7 +82,7 @@ train:
 
 }  // namespace
 
-TEST_CASE("bad configs exit 2 naming key, value and fix", "[config][cli]") {
+TEST_CASE("bad configs exit 2 naming key - value and fix", "[config][cli]") {
   const std::vector<BadCase> cases = {
       {"world size mismatch", "", {"parallel.dp=2"}, 4, {"dp*pp*tp = 2", "4 processes", "fix:"}},
       {"heads not divisible by tp", "", {"parallel.tp=3", "model.ffn=255", "model.heads=4"}, 0, {"model.heads", "parallel.tp = 3"}},

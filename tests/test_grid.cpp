@@ -8,7 +8,7 @@
 
 using namespace trainer::dist;
 
-TEST_CASE("grid mapping matches an explicit enumeration (tp fastest, then dp, then pp)", "[grid]") {
+TEST_CASE("grid mapping matches an explicit enumeration (tp fastest - then dp - then pp)", "[grid]") {
   const std::vector<std::array<int, 3>> shapes = {{1, 1, 1}, {8, 1, 1}, {1, 8, 1}, {1, 1, 8}, {2, 2, 2},
                                                   {2, 4, 1}, {4, 2, 1}, {1, 2, 4}, {3, 2, 2}};
   for (auto [dp, pp, tp] : shapes) {
@@ -52,7 +52,7 @@ TEST_CASE("groups partition the world and hold exactly the ranks that share coor
   }
 }
 
-TEST_CASE("Megatron's documented example: 16 ranks, tp=2, pp=4, dp=2", "[grid]") {
+TEST_CASE("Megatron's documented example: 16 ranks - tp=2 - pp=4 - dp=2", "[grid]") {
   Grid g(2, 4, 2);
   CHECK((g.group_of(GroupKind::TP, 0) == std::vector<int>{0, 1}));
   CHECK((g.group_of(GroupKind::DP, 0) == std::vector<int>{0, 2}));

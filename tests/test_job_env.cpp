@@ -5,7 +5,7 @@
 
 using namespace trainer::dist;
 
-TEST_CASE("torchrun variables, agent store and restart count", "[env]") {
+TEST_CASE("torchrun variables - agent store and restart count", "[env]") {
   EnvMap env = {{"TORCHELASTIC_RUN_ID", "none"}, {"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
                 {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.0.0.7"},
                 {"MASTER_PORT", "29611"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},

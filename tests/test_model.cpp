@@ -56,7 +56,7 @@ int tp_model_worker() {
     std::vector<at::Tensor> result = {logits.detach().narrow(-1, 0, cfg.model.vocab_size).contiguous(), loss.detach()};
     torch::save(result, out + "/logits.pt");
   }
-  checkpoint::write_shards(out, comm.rank(), gpt.params(), true);
+  checkpoint::write_pieces(out + "/rank" + std::to_string(comm.rank()), checkpoint::param_pieces(gpt.params(), true));
   return 0;
 }
 testing::RegisterWorker reg_tp("tp_model", tp_model_worker);
@@ -105,7 +105,7 @@ testing::RegisterWorker reg_ce("vocab_ce", vocab_ce_worker);
 
 }  // namespace
 
-TEST_CASE("tensor-parallel model equals tp=1: logits, loss and gradients", "[model][tp][mp]") {
+TEST_CASE("tensor-parallel model equals tp=1: logits - loss and gradients", "[model][tp][mp]") {
   const std::vector<std::pair<std::string, std::string>> variants = {
       {"gpt2", ""},
       {"llama", "model.mlp=swiglu;model.positions=rope;model.norm=rmsnorm;model.bias=false;model.tied_embeddings=false"},
@@ -144,7 +144,7 @@ TEST_CASE("tensor-parallel model equals tp=1: logits, loss and gradients", "[mod
   }
 }
 
-TEST_CASE("vocab-parallel cross-entropy equals the library's, with ignored targets and padding", "[model][tp][mp]") {
+TEST_CASE("vocab-parallel cross-entropy equals the library's - with ignored targets and padding", "[model][tp][mp]") {
   for (int tp : {1, 2, 4}) {
     INFO("tp=" << tp);
     testing::TempDir dir;

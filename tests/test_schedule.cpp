@@ -33,7 +33,7 @@ std::vector<Shape> shapes() {
 
 }  // namespace
 
-TEST_CASE("1F1B on 4 stages, 6 microbatches: the textbook order", "[schedule]") {
+TEST_CASE("1F1B on 4 stages - 6 microbatches: the textbook order", "[schedule]") {
   auto computes = [](const std::vector<Action>& as) {
     std::string s;
     for (const auto& a : as)
@@ -51,7 +51,7 @@ TEST_CASE("1F1B on 4 stages, 6 microbatches: the textbook order", "[schedule]") 
   CHECK(s == expected);
 }
 
-TEST_CASE("every schedule: each microbatch forwards then backwards once per chunk, in a valid order", "[schedule]") {
+TEST_CASE("every schedule: each microbatch forwards then backwards once per chunk - in a valid order", "[schedule]") {
   for (const auto& sh : shapes()) {
     INFO(sh.name << " p=" << sh.p << " m=" << sh.m << " v=" << sh.v);
     for (int s = 0; s < sh.p; ++s) {
@@ -92,7 +92,7 @@ TEST_CASE("sends and receives pair up across stages and nothing deadlocks", "[sc
   }
 }
 
-TEST_CASE("activations in flight: 1F1B holds at most stages - stage, GPipe all of them", "[schedule]") {
+TEST_CASE("activations in flight: 1F1B holds at most stages - stage - GPipe all of them", "[schedule]") {
   for (int p : {1, 2, 4, 8})
     for (int m : {1, 2, 4, 8, 16})
       for (int s = 0; s < p; ++s) {

@@ -61,7 +61,7 @@ const std::vector<std::string> kTen = {"train.steps=10"};
 
 }  // namespace
 
-TEST_CASE("every layout trains exactly like 1x1x1 (fp32, 10 steps)", "[training][mp]") {
+TEST_CASE("every layout trains exactly like 1x1x1 (fp32 - 10 steps)", "[training][mp]") {
   const Run ref = train(1, 1, 1, kTen);
   REQUIRE(ref.losses.size() == 10);
   CHECK(ref.losses.back().loss < ref.losses.front().loss);  // it learns
@@ -75,7 +75,7 @@ TEST_CASE("every layout trains exactly like 1x1x1 (fp32, 10 steps)", "[training]
   }
 }
 
-TEST_CASE("pipeline schedules and stage splits give the same run; tied copies stay identical", "[training][pipeline][mp]") {
+TEST_CASE("pipeline schedules and stage splits give the same run - tied copies stay identical", "[training][pipeline][mp]") {
   const std::vector<std::string> sets = {"train.steps=4"};
   const Run ref = train(1, 1, 1, sets);
   // read_full() refuses shards whose copies differ, so the tied embedding on the first and the

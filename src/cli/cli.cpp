@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "config/config.hpp"
+#include "data/prepare.hpp"
 #include "dist/grid.hpp"
 #include "dist/job_env.hpp"
 #include "dist/launcher.hpp"
@@ -195,6 +196,9 @@ int main(int argc, char** argv) {
   train->add_option("--world-size", rdzv.world_size, "number of processes");
   train->add_option("--master-addr", rdzv.master_addr, "address of rank 0's store");
   train->add_option("--master-port", rdzv.master_port, "port of rank 0's store");
+  bool no_resume = false;
+  train->add_flag("--no-resume", no_resume, "start fresh even if checkpoint.dir has a checkpoint");
+  train->add_option("--exit-after", topts.exit_after, "save a checkpoint and exit after this many steps");
   train->add_option("--dump", topts.dump_dir, "write losses, final parameters and gradients here")->group("");
   train->add_option("--inject-nonfinite-step", topts.inject_nonfinite_step, "poison a gradient at this step")->group("");
 
@@ -221,16 +225,30 @@ int main(int argc, char** argv) {
 
   auto* keys = app.add_subcommand("config-keys", "print every config key as a Markdown table");
 
+  auto* prepare = app.add_subcommand("prepare-data", "tokenize text into a Megatron .bin/.idx dataset");
+  data::PrepareOptions popts;
+  prepare->add_option("--input", popts.inputs, "text files, .jsonl/.json files ({\"text\": ...} per line) or directories")
+      ->required();
+  prepare->add_option("--tokenizer", popts.tokenizer, "byte | gpt2")->required();
+  prepare->add_option("--vocab-file", popts.vocab_file, "gpt2: encoder.json");
+  prepare->add_option("--merges-file", popts.merges_file, "gpt2: vocab.bpe");
+  prepare->add_option("--output", popts.output, "output prefix: writes PREFIX.bin and PREFIX.idx")->required();
+  prepare->add_option("--val-fraction", popts.val_fraction, "last fraction of documents to PREFIX_val (rest: PREFIX_train)");
+  prepare->add_flag("--append-eod", popts.append_eod, "append the end-of-document token to every document");
+  prepare->add_option("--workers", popts.workers, "tokenizing threads (default: one per core)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitBadInput;
   }
   try {
+    topts.resume = !no_resume;
     if (*train) return cmd_train(config_path, sets, rdzv, topts);
     if (*check) return cmd_check_config(config_path, sets, check_world);
     if (*verify) return cmd_verify(config_path, sets, layouts, verify_steps, tolerance);
     if (*keys) return cmd_config_keys();
+    if (*prepare) return data::prepare_data(popts);
     if (*launch) {
       lopts.args = command;
       return dist::launch_local(lopts);

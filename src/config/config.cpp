@@ -201,7 +201,7 @@ const std::vector<Field>& schema() {
       field("checkpoint.keep_last", &C::checkpoint, &CheckpointConfig::keep_last,
             "checkpoints kept; older ones are deleted"),
       field("logging.dir", &C::logging, &LoggingConfig::dir,
-            "directory for metrics.jsonl; empty = console only"),
+            "directory for metrics.jsonl and TensorBoard events; empty = console only"),
       field("logging.interval", &C::logging, &LoggingConfig::interval, "steps between step lines"),
       field("logging.level", &C::logging, &LoggingConfig::level, "log level",
             {"debug", "info", "warn"}),

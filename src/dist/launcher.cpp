@@ -133,9 +133,9 @@ int launch_local(const LaunchOptions& opts) {
       signal_all(ws, sig);
       if (!ending) {
         ending = true;
-        end_deadline = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(static_cast<int>(opts.grace_seconds * 1000));
-        if (result == 0) result = 128 + sig;
+        // Workers may take a while to save a checkpoint before leaving: give them the
+        // collective timeout's worth, not the failure grace period.
+        end_deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
       }
     }
     std::vector<pollfd> pfds;

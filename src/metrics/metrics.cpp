@@ -14,6 +14,13 @@
 
 namespace trainer::metrics {
 
+namespace {
+
+// JSON has no NaN or infinity: a non-finite figure is written as null.
+std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : "null"; }
+
+}  // namespace
+
 Throughput throughput(const ModelConfig& m, double tokens_per_step, double step_seconds,
                       int world_size, double peak_tflops) {
   Throughput t;
@@ -35,6 +42,7 @@ StepLogger::StepLogger(const Config& cfg, dist::Comm& comm, bool prints)
   if (prints_ && !cfg.logging.dir.empty()) {
     std::filesystem::create_directories(cfg.logging.dir);
     jsonl_.open(cfg.logging.dir + "/metrics.jsonl", std::ios::app);
+    tensorboard_.emplace(cfg.logging.dir);
   }
 }
 
@@ -81,17 +89,35 @@ void StepLogger::step(int step, double loss, double lr, double grad_norm, const 
                step, cfg_.train.steps, loss, lr, grad_norm, th.tokens_per_s, th.tflops_per_rank,
                th.mfu > 0 ? fmt::format(" | MFU {:.1f}%", 100 * th.mfu) : std::string(), t.total,
                pct(t.compute), pct(t.comm), pct(t.bubble), peak_rss_mb(), skipped, eta);
+  // The figures both files carry; "skipped" prints as an integer through {:.9g}.
+  const std::pair<const char*, double> figures[] = {
+      {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_s", th.tokens_per_s},
+      {"tflops_per_rank", th.tflops_per_rank}, {"mfu", th.mfu}, {"step_s", t.total},
+      {"compute_s", t.compute}, {"comm_s", t.comm}, {"bubble_s", t.bubble},
+      {"peak_rss_mb", peak_rss_mb()}, {"skipped", static_cast<double>(skipped)}};
   if (jsonl_.is_open()) {
-    auto num = [](double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : std::string("null"); };
-    jsonl_ << "{\"step\":" << step << ",\"loss\":" << num(loss) << ",\"lr\":" << num(lr)
-           << ",\"grad_norm\":" << num(grad_norm) << ",\"tokens_per_s\":" << num(th.tokens_per_s)
-           << ",\"tflops_per_rank\":" << num(th.tflops_per_rank) << ",\"mfu\":" << num(th.mfu)
-           << ",\"step_s\":" << num(t.total) << ",\"compute_s\":" << num(t.compute)
-           << ",\"comm_s\":" << num(t.comm) << ",\"bubble_s\":" << num(t.bubble)
-           << ",\"peak_rss_mb\":" << num(peak_rss_mb()) << ",\"skipped\":" << skipped
-           << ",\"max_in_flight\":" << max_in_flight << ",\"buckets_overlapped\":" << buckets_overlapped
+    jsonl_ << "{\"step\":" << step;
+    for (const auto& [name, value] : figures) jsonl_ << ",\"" << name << "\":" << json_number(value);
+    jsonl_ << ",\"max_in_flight\":" << max_in_flight << ",\"buckets_overlapped\":" << buckets_overlapped
            << ",\"buckets\":" << buckets << "}\n";
     jsonl_.flush();
+  }
+  if (tensorboard_)
+    for (const auto& [name, value] : figures) tensorboard_->add_scalar(std::string("train/") + name, value, step);
+}
+
+void StepLogger::eval(int step, double loss) {
+  if (!prints_) return;
+  const double perplexity = std::exp(loss);
+  spdlog::info("eval step {}/{} | loss {:.6f} | perplexity {:.3f}", step, cfg_.train.steps, loss, perplexity);
+  if (jsonl_.is_open()) {
+    jsonl_ << "{\"step\":" << step << ",\"eval_loss\":" << json_number(loss)
+           << ",\"eval_ppl\":" << json_number(perplexity) << "}\n";
+    jsonl_.flush();
+  }
+  if (tensorboard_) {
+    tensorboard_->add_scalar("eval/loss", loss, step);
+    tensorboard_->add_scalar("eval/perplexity", perplexity, step);
   }
 }
 

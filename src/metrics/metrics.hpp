@@ -1,14 +1,17 @@
 // What a run reports: the startup summary, one step line per logging.interval steps, and the
-// same figures as one JSON object per line in <logging.dir>/metrics.jsonl.
+// same figures as one JSON object per line in <logging.dir>/metrics.jsonl and as TensorBoard
+// scalars in <logging.dir>/events.out.tfevents.*.
 #pragma once
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "dist/comm.hpp"
+#include "metrics/tensorboard.hpp"
 #include "model/params.hpp"
 
 namespace trainer::metrics {
@@ -33,12 +36,15 @@ class StepLogger {
   void startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes, int microbatches);
   void step(int step, double loss, double lr, double grad_norm, const StepTimes& t, int skipped,
             int max_in_flight, int buckets_overlapped, int buckets);
+  // A validation result: mean loss over the evaluation batches, and its perplexity.
+  void eval(int step, double loss);
 
  private:
   const Config& cfg_;
   dist::Comm& comm_;
   bool prints_;
   std::ofstream jsonl_;
+  std::optional<TensorBoardWriter> tensorboard_;
   double elapsed_ = 0;
 };
 

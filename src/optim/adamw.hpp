@@ -28,6 +28,10 @@ class AdamW {
 
   std::int64_t state_bytes() const;  // optimizer memory of this rank (m and v)
   int steps_taken() const { return t_; }
+  // For checkpoints: the first and second moments of each bucket's shard, and the step count.
+  std::vector<at::Tensor>& exp_avg() { return m_; }
+  std::vector<at::Tensor>& exp_avg_sq() { return v_; }
+  void set_steps_taken(int t) { t_ = t; }
 
  private:
   OptimConfig cfg_;

@@ -3,13 +3,16 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <thread>
 
+#include "checkpoint/checkpoint.hpp"
 #include "checkpoint/shards.hpp"
 #include "data/batches.hpp"
 #include "dist/comm.hpp"
@@ -26,6 +29,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// SIGTERM / SIGUSR1 (Slurm's warning before a time limit): checkpoint at the end of the step,
+// then exit cleanly.
+std::atomic<int> g_stop_signal{0};
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// Whether any rank got a stop signal (every rank must take the same decision).
+bool stop_requested(dist::Comm& comm) {
+  at::Tensor flag = at::full({1}, static_cast<double>(g_stop_signal.load()), at::kDouble);
+  dist::all_reduce_max(comm.world(), flag);
+  return flag.item<double>() > 0;
+}
 
 double comm_seconds(const dist::Comm& comm) {
   double s = 0;
@@ -77,13 +92,34 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
                  "train.global_batch_size or lower parallel.micro_batch_size",
                  microbatches, p.pp, 100 * pipeline::theoretical_bubble(p.pp, microbatches, v));
 
+  // Resume from the latest checkpoint, at whatever layout this run has.
+  checkpoint::TrainState state;
+  if (!cfg.checkpoint.dir.empty()) {
+    if (comm.rank() == 0) checkpoint::remove_partial_saves(cfg.checkpoint.dir);
+    dist::barrier(comm.world());
+    if (auto dir = checkpoint::latest(cfg.checkpoint.dir); dir && opts.resume) {
+      const auto t0 = Clock::now();
+      state = checkpoint::load(*dir, cfg, model.params(), optimizer, dp);
+      if (comm.rank() == 0) spdlog::info("resumed from {} (step {}) in {:.2f}s", *dir, state.step, since(t0));
+    }
+  }
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
+  auto save = [&](const char* why) {
+    if (cfg.checkpoint.dir.empty()) return;
+    const auto t0 = Clock::now();
+    state.consumed_samples = static_cast<std::int64_t>(state.step) * cfg.train.global_batch_size;
+    const std::string dir = checkpoint::save(cfg, comm, model.params(), optimizer, dp, state);
+    if (comm.rank() == 0) spdlog::info("checkpoint {} saved ({}) in {:.2f}s", dir, why, since(t0));
+  };
+
   std::ofstream losses;
   if (!opts.dump_dir.empty() && runner.holds_loss() && me.dp == 0 && me.tp == 0) {
     std::filesystem::create_directories(opts.dump_dir);
     losses.open(opts.dump_dir + "/losses.txt");
   }
-  int skipped = 0;
-  for (int step = 0; step < cfg.train.steps; ++step) {
+  int& skipped = state.skipped;
+  for (int step = state.step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
     const double comm0 = comm_seconds(comm);
     // 1. this rank's share of the global batch
@@ -121,8 +157,24 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
     logger.step(step + 1, loss.item<double>(), lr, norm, times, skipped, stats.max_in_flight,
                 dp.launched_in_backward(), static_cast<int>(dp.buckets().size()));
     if (losses.is_open()) losses << std::setprecision(17) << loss.item<double>() << ' ' << norm << '\n';
+    state.step = step + 1;
+    // 6. checkpoint on schedule, or on a stop signal (then leave cleanly)
+    if (state.step == opts.exit_after && state.step < cfg.train.steps) {
+      save("--exit-after");
+      return 0;
+    }
+    if (stop_requested(comm)) {
+      save("stop signal");
+      if (comm.rank() == 0) spdlog::warn("stopping after step {} on a signal", state.step);
+      return 0;
+    }
+    if (cfg.checkpoint.interval > 0 && state.step % cfg.checkpoint.interval == 0 && state.step < cfg.train.steps)
+      save("interval");
   }
-  if (!opts.dump_dir.empty()) checkpoint::write_shards(opts.dump_dir, comm.rank(), model.params(), true);
+  save("end of training");
+  if (!opts.dump_dir.empty())
+    checkpoint::write_pieces(opts.dump_dir + "/rank" + std::to_string(comm.rank()),
+                             checkpoint::param_pieces(model.params(), true));
   dist::barrier(comm.world());
   return 0;
 }

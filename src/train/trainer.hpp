@@ -10,7 +10,9 @@
 namespace trainer {
 
 struct TrainOptions {
-  std::string dump_dir;      // if set: final parameters and gradients, and losses, for tests
+  bool resume = true;             // continue from checkpoint.dir/latest when it exists
+  int exit_after = -1;            // checkpoint and stop once this many steps are done
+  std::string dump_dir;           // if set: final parameters and gradients, and losses, for tests
   int inject_nonfinite_step = -1;  // poison one gradient at this step (tests the skip path)
 };
 

@@ -1,0 +1,174 @@
+#include "checkpoint/checkpoint.hpp"
+
+#include <ATen/ATen.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "checkpoint/shards.hpp"
+
+namespace trainer::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string step_name(int step) {
+  std::ostringstream s;
+  s << "step_" << std::setw(8) << std::setfill('0') << step;
+  return s.str();
+}
+
+std::string rank_base(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank); }
+
+// Parameters and, for each parameter, the part of its moments inside this rank's optimizer shard.
+std::vector<Piece> state_pieces(const std::vector<model::Param>& params, optim::AdamW& optimizer,
+                                dist::DataParallel& dp) {
+  std::vector<Piece> pieces = param_pieces(params, false);
+  auto& buckets = dp.buckets();
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const auto& b = buckets[i];
+    for (const auto& s : b.segments) {
+      const int64_t begin = std::max(b.shard_begin, s.offset);
+      const int64_t end = std::min(b.shard_begin + b.shard_numel, s.offset + s.numel);
+      if (begin >= end) continue;
+      const int64_t at = begin - b.shard_begin, n = end - begin;
+      pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg", begin - s.offset, end - s.offset,
+                                   optimizer.exp_avg()[i].narrow(0, at, n)));
+      pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg_sq", begin - s.offset, end - s.offset,
+                                   optimizer.exp_avg_sq()[i].narrow(0, at, n)));
+    }
+  }
+  return pieces;
+}
+
+// The saved full tensor in this run's full shape: the vocab padding depends on tp, and rows
+// beyond the saved ones are padding (zero).
+at::Tensor in_full_shape(const at::Tensor& saved, const model::ParamInfo& info) {
+  if (saved.sizes().vec() == info.full_shape) return saved;
+  at::Tensor full = at::zeros(info.full_shape, saved.options());
+  const int64_t rows = std::min(full.size(0), saved.size(0));
+  full.narrow(0, 0, rows).copy_(saved.narrow(0, 0, rows));
+  return full;
+}
+
+void check_same_model(const std::string& dir, const Config& cfg) {
+  const std::string path = dir + "/config.yaml";
+  Config saved = load_config(path);
+  std::istringstream a(to_yaml(saved)), b(to_yaml(cfg));
+  std::string la, lb, section;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    if (la.rfind("  ", 0) != 0) section = la;
+    if (section != "model:" || la == lb || la.find("vocab_divisible_by") != std::string::npos) continue;
+    throw ConfigError("checkpoint " + path + " holds a different model: saved '" + la.substr(2) +
+                      "', this run '" + lb.substr(2) + "'; use the same model config or another checkpoint.dir");
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> latest(const std::string& root) {
+  std::ifstream in(root + "/latest");
+  std::string name;
+  if (!(in >> name)) return std::nullopt;
+  return root + "/" + name;
+}
+
+void remove_partial_saves(const std::string& root) {
+  if (!fs::is_directory(root)) return;
+  for (const auto& entry : fs::directory_iterator(root))
+    if (entry.is_directory() && entry.path().extension() == ".tmp") fs::remove_all(entry.path());
+}
+
+std::string save(const Config& cfg, dist::Comm& comm, const std::vector<model::Param>& params,
+                 optim::AdamW& optimizer, dist::DataParallel& dp, const TrainState& state) {
+  const std::string root = cfg.checkpoint.dir;
+  const std::string final_dir = root + "/" + step_name(state.step);
+  const std::string tmp_dir = final_dir + ".tmp";
+  if (comm.rank() == 0) {
+    fs::create_directories(root);
+    fs::remove_all(tmp_dir);
+    fs::create_directories(tmp_dir);
+  }
+  dist::barrier(comm.world());
+  write_pieces(rank_base(tmp_dir, comm.rank()), state_pieces(params, optimizer, dp));
+  dist::barrier(comm.world());  // every shard is on disk
+  if (comm.rank() == 0) {
+    std::ostringstream meta;
+    meta << "step: " << state.step << "\nskipped: " << state.skipped << "\nconsumed_samples: "
+         << state.consumed_samples << "\nadam_steps: " << optimizer.steps_taken() << "\nworld_size: "
+         << comm.grid().world() << "\ndp: " << cfg.parallel.dp << "\npp: " << cfg.parallel.pp
+         << "\ntp: " << cfg.parallel.tp << "\nzero_stage: " << cfg.optim.zero_stage << "\n";
+    write_file_atomic(tmp_dir + "/meta.yaml", meta.str());
+    write_file_atomic(tmp_dir + "/config.yaml", to_yaml(cfg));
+    fsync_dir(tmp_dir);
+    fs::remove_all(final_dir);
+    fs::rename(tmp_dir, final_dir);
+    fsync_dir(root);
+    write_file_atomic(root + "/latest", step_name(state.step) + "\n");
+    fsync_dir(root);
+    // Keep the newest checkpoint.keep_last step directories.
+    std::vector<fs::path> steps;
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0 && e.path().extension() != ".tmp")
+        steps.push_back(e.path());
+    std::sort(steps.begin(), steps.end());
+    for (size_t i = 0; i + cfg.checkpoint.keep_last < steps.size(); ++i) fs::remove_all(steps[i]);
+  }
+  dist::barrier(comm.world());
+  return final_dir;
+}
+
+TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
+                optim::AdamW& optimizer, dist::DataParallel& dp) {
+  if (!fs::is_directory(dir)) throw std::runtime_error("checkpoint directory " + dir + " does not exist");
+  check_same_model(dir, cfg);
+  YAML::Node meta;
+  try {
+    meta = YAML::LoadFile(dir + "/meta.yaml");
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot read " + dir + "/meta.yaml: " + e.what());
+  }
+  std::set<std::string> wanted;
+  for (const auto& p : params)
+    for (const char* suffix : {"", ".exp_avg", ".exp_avg_sq"}) wanted.insert(p.info.name + suffix);
+  const auto full = assemble(read_all_pieces(dir), &wanted);
+  auto shard_of = [&](const std::string& name, const model::Param& p) {
+    auto it = full.find(name);
+    if (it == full.end()) throw std::runtime_error("checkpoint " + dir + " has no tensor '" + name + "'");
+    at::Tensor t = in_full_shape(it->second, p.info);
+    if (p.info.shard_dim >= 0) t = t.narrow(p.info.shard_dim, p.info.shard_offset, p.tensor.size(p.info.shard_dim));
+    return t.reshape({-1});
+  };
+  for (auto& p : params) {
+    at::NoGradGuard no_grad;
+    p.tensor.copy_(shard_of(p.info.name, p).view(p.tensor.sizes()));
+  }
+  auto& buckets = dp.buckets();
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    auto& b = buckets[i];
+    optimizer.exp_avg()[i].zero_();
+    optimizer.exp_avg_sq()[i].zero_();
+    for (const auto& s : b.segments) {
+      const int64_t begin = std::max(b.shard_begin, s.offset);
+      const int64_t end = std::min(b.shard_begin + b.shard_numel, s.offset + s.numel);
+      if (begin >= end) continue;
+      const int64_t at = begin - b.shard_begin, n = end - begin;
+      optimizer.exp_avg()[i].narrow(0, at, n).copy_(shard_of(s.param->info.name + ".exp_avg", *s.param).narrow(0, begin - s.offset, n));
+      optimizer.exp_avg_sq()[i].narrow(0, at, n).copy_(shard_of(s.param->info.name + ".exp_avg_sq", *s.param).narrow(0, begin - s.offset, n));
+    }
+  }
+  optimizer.set_steps_taken(meta["adam_steps"].as<int>());
+  TrainState state;
+  state.step = meta["step"].as<int>();
+  state.skipped = meta["skipped"].as<int>();
+  state.consumed_samples = meta["consumed_samples"].as<std::int64_t>();
+  return state;
+}
+
+}  // namespace trainer::checkpoint

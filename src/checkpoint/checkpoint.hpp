@@ -1,0 +1,47 @@
+// Checkpoints a cluster user can trust: sharded, atomic, resumable at any layout.
+//
+//   <checkpoint.dir>/step_00000010/rank<R>.{pt,index}   every rank's parameters and AdamW moments
+//                                /meta.yaml            step, samples consumed, layout (rank 0)
+//                                /config.yaml          the run's resolved config (rank 0)
+//   <checkpoint.dir>/latest                            "step_00000010", replaced last
+//
+// Each rank writes into step_N.tmp/ (temporary names, fsync, rename); after a barrier rank 0
+// renames the directory and only then replaces `latest`. A crash or kill at any point leaves
+// the previous checkpoint and the pointer to it untouched. Loading assembles full tensors from
+// the pieces (checksummed) and keeps this rank's shard, so the layout may change between runs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dist/comm.hpp"
+#include "dist/data_parallel.hpp"
+#include "model/params.hpp"
+#include "optim/adamw.hpp"
+
+namespace trainer::checkpoint {
+
+struct TrainState {
+  int step = 0;         // optimizer steps completed
+  int skipped = 0;      // of which skipped (non-finite)
+  std::int64_t consumed_samples = 0;
+};
+
+// The checkpoint directory `latest` points to, if any.
+std::optional<std::string> latest(const std::string& root);
+
+// Saves (all ranks call it). Returns the directory written.
+std::string save(const Config& cfg, dist::Comm& comm, const std::vector<model::Param>& params,
+                 optim::AdamW& optimizer, dist::DataParallel& dp, const TrainState& state);
+
+// Loads `dir` into this rank's parameters and optimizer shard; the saved model must have the
+// same architecture (the parallel layout may differ). All ranks call it.
+TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
+                optim::AdamW& optimizer, dist::DataParallel& dp);
+
+// Removes leftovers of interrupted saves (rank 0, before training).
+void remove_partial_saves(const std::string& root);
+
+}  // namespace trainer::checkpoint

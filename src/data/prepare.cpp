@@ -1,0 +1,315 @@
+#include "data/prepare.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "data/indexed_dataset.hpp"
+#include "data/json.hpp"
+#include "data/tokenizer.hpp"
+
+namespace trainer::data {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// A batch is tokenized by all threads at once and then written; batches bound the memory.
+constexpr size_t kBatchBytes = 16 << 20;
+constexpr size_t kBatchDocuments = 4096;
+
+struct Stats {
+  size_t files = 0, documents = 0, empty = 0, replaced = 0;
+  std::int64_t bytes = 0, tokens = 0;
+  double seconds = 0;  // reading and tokenizing
+};
+
+bool is_jsonl(const fs::path& path) { return path.extension() == ".jsonl" || path.extension() == ".json"; }
+
+// Every input file in order: files as given, directories expanded to their files in path order.
+std::vector<std::string> list_files(const std::vector<std::string>& inputs) {
+  std::vector<std::string> files;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    const fs::file_status status = fs::status(input, ec);
+    if (!fs::exists(status)) throw DataError("input " + input + ": no such file or directory");
+    if (!fs::is_directory(status)) {
+      files.push_back(input);
+      continue;
+    }
+    std::vector<std::string> found;
+    try {
+      for (const auto& entry : fs::recursive_directory_iterator(input))
+        if (entry.is_regular_file()) found.push_back(entry.path().string());
+    } catch (const fs::filesystem_error& e) {
+      throw DataError("cannot list input directory " + input + ": " + e.code().message());
+    }
+    if (found.empty()) throw DataError("input directory " + input + " holds no files");
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
+// The "text" of one JSONL line; `where` is file:line for errors.
+std::string jsonl_text(const std::string& line, const std::string& where, Stats& stats) {
+  try {
+    JsonReader json(line);
+    json.begin_object();
+    std::optional<std::string> text;
+    for (std::string key; json.next_member(key);) {
+      if (key == "text") text = json.string();
+      else json.skip_value();
+    }
+    json.end();
+    if (!text) throw DataError("the object has no \"text\" field");
+    stats.replaced += json.replaced();
+    return std::move(*text);
+  } catch (const DataError& e) {
+    throw DataError(where + ": " + e.what());
+  }
+}
+
+// Reads documents in input order, a batch at a time.
+class DocumentReader {
+ public:
+  explicit DocumentReader(std::vector<std::string> files) : files_(std::move(files)) {}
+
+  // The next batch (empty at the end of the input).
+  std::vector<std::string> next_batch(Stats& stats) {
+    std::vector<std::string> docs;
+    size_t bytes = 0;
+    while (docs.size() < kBatchDocuments && bytes < kBatchBytes) {
+      std::optional<std::string> doc = next_document(stats);
+      if (!doc) break;
+      stats.bytes += static_cast<std::int64_t>(doc->size());
+      if (doc->empty()) {
+        ++stats.empty;
+        continue;
+      }
+      bytes += doc->size();
+      docs.push_back(std::move(*doc));
+    }
+    return docs;
+  }
+
+ private:
+  std::optional<std::string> next_document(Stats& stats) {
+    while (true) {
+      if (jsonl_.is_open()) {
+        std::string line;
+        if (std::getline(jsonl_, line)) {
+          ++line_;
+          if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
+          return jsonl_text(line, jsonl_path_ + ":" + std::to_string(line_), stats);
+        }
+        if (jsonl_.bad()) throw DataError("cannot read " + jsonl_path_ + ": " + std::strerror(errno));
+        jsonl_.close();
+      }
+      if (next_file_ == files_.size()) return std::nullopt;
+      const std::string& path = files_[next_file_++];
+      ++stats.files;
+      if (!is_jsonl(path)) return read_file(path);
+      jsonl_.open(path, std::ios::binary);
+      if (!jsonl_) throw DataError("cannot read " + path + ": " + std::strerror(errno));
+      jsonl_path_ = path;
+      line_ = 0;
+    }
+  }
+
+  std::vector<std::string> files_;
+  size_t next_file_ = 0;
+  std::ifstream jsonl_;
+  std::string jsonl_path_;
+  size_t line_ = 0;
+};
+
+// Tokenizes a batch with `workers` threads, each taking the next document in turn; results
+// land at their document's index, so the order is the input's.
+std::vector<std::vector<std::int32_t>> encode_batch(const Tokenizer& tokenizer, std::vector<std::string>& docs,
+                                                    bool append_eod, int workers, Stats& stats) {
+  std::vector<std::vector<std::int32_t>> ids(docs.size());
+  std::vector<size_t> replaced(docs.size(), 0);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < docs.size();) {
+      replaced[i] = sanitize_utf8(docs[i]);
+      ids[i] = tokenizer.encode(docs[i]);
+      if (append_eod) ids[i].push_back(tokenizer.eod_id());
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < std::min(static_cast<size_t>(workers), docs.size()); ++w) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  for (size_t r : replaced) stats.replaced += r;
+  return ids;
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// One status line on stderr: rewritten in place on a terminal, a new line now and then in logs.
+class Progress {
+ public:
+  Progress() : tty_(isatty(STDERR_FILENO)), start_(Clock::now()), last_(start_) {}
+
+  void update(const Stats& s) {
+    if (seconds_since(last_) < (tty_ ? 1.0 : 30.0)) return;
+    last_ = Clock::now();
+    std::fprintf(stderr, "%sprepare-data: %zu documents, %.1f MB, %lld tokens, %.1f MB/s%s", tty_ ? "\r" : "",
+                 s.documents, s.bytes / 1e6, static_cast<long long>(s.tokens), s.bytes / 1e6 / seconds_since(start_),
+                 tty_ ? "" : "\n");
+    printed_ = true;
+  }
+  // Ends the rewritten line so that what follows (the summary or an error) starts on its own.
+  ~Progress() {
+    if (tty_ && printed_) std::fputc('\n', stderr);
+  }
+  double elapsed() const { return seconds_since(start_); }
+
+ private:
+  bool tty_, printed_ = false;
+  Clock::time_point start_, last_;
+};
+
+// Output files are written under temporary names and renamed together at the end, so a failed
+// run leaves nothing behind that looks like a dataset.
+class OutputFiles {
+ public:
+  ~OutputFiles() {
+    if (committed_) return;
+    std::error_code ec;
+    for (const auto& [temp, final_path] : files_) fs::remove(temp, ec);
+  }
+  std::string temp_for(const std::string& final_path) {
+    files_.emplace_back(final_path + ".tmp" + std::to_string(getpid()), final_path);
+    return files_.back().first;
+  }
+  // Every .bin before any .idx: a reader finding the .idx finds its data.
+  void commit() {
+    std::stable_partition(files_.begin(), files_.end(), [](const auto& f) { return fs::path(f.second).extension() == ".bin"; });
+    for (const auto& [temp, final_path] : files_) fs::rename(temp, final_path);
+    committed_ = true;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> files_;  // temporary, final
+  bool committed_ = false;
+};
+
+void check_options(const PrepareOptions& o) {
+  if (o.tokenizer == "gpt2" && (o.vocab_file.empty() || o.merges_file.empty()))
+    throw DataError("--tokenizer gpt2 needs --vocab-file (encoder.json) and --merges-file (vocab.bpe)");
+  if (o.tokenizer == "byte" && (!o.vocab_file.empty() || !o.merges_file.empty()))
+    throw DataError("--vocab-file and --merges-file are for --tokenizer gpt2, not byte");
+  if (o.tokenizer != "byte" && o.tokenizer != "gpt2")
+    throw DataError("--tokenizer " + o.tokenizer + ": use byte or gpt2");
+  if (!(o.val_fraction >= 0 && o.val_fraction < 1))
+    throw DataError("--val-fraction " + std::to_string(o.val_fraction) + ": must be at least 0 and below 1");
+  if (o.workers < 0) throw DataError("--workers " + std::to_string(o.workers) + ": must be 0 (all cores) or more");
+  if (o.output.empty() || o.output.back() == '/') throw DataError("--output must be a file prefix, e.g. data/corpus");
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& o) {
+  if (o.tokenizer == "gpt2") return make_gpt2_tokenizer(o.vocab_file, o.merges_file);
+  return make_byte_tokenizer();
+}
+
+// Validation documents: the last `fraction` of them, rounded, at least one and leaving one.
+size_t validation_count(size_t documents, double fraction) {
+  if (documents < 2)
+    throw DataError("--val-fraction needs at least 2 documents; the input has " + std::to_string(documents));
+  const auto n = static_cast<size_t>(std::llround(fraction * static_cast<double>(documents)));
+  return std::clamp<size_t>(n, 1, documents - 1);
+}
+
+void print_summary(const PrepareOptions& o, const Tokenizer& tokenizer, TokenType type, const Stats& s, int workers) {
+  const double seconds = std::max(s.seconds, 1e-9);
+  std::printf("prepare-data: %zu documents (%zu empty skipped) from %zu files, %.2f MB of text -> %lld tokens in %.2f s "
+              "(%.2f MB/s, %.0f tokens/s, %d workers)\n",
+              s.documents, s.empty, s.files, s.bytes / 1e6, static_cast<long long>(s.tokens), seconds,
+              s.bytes / 1e6 / seconds, s.tokens / seconds, workers);
+  std::printf("prepare-data: invalid UTF-8 sequences replaced by U+FFFD: %zu\n", s.replaced);
+  std::printf("prepare-data: tokenizer %s, vocab %d, end-of-document id %d %s; dtype %s\n", o.tokenizer.c_str(),
+              tokenizer.vocab_size(), tokenizer.eod_id(), o.append_eod ? "appended" : "not appended",
+              token_type_name(type));
+}
+
+// `first` is the 0-based input position of the writer's first document.
+void print_written(const std::string& prefix, const IndexedDatasetWriter& w, size_t first) {
+  std::printf("prepare-data: wrote %s.bin and %s.idx: documents %zu-%zu of the input (%zu), %lld tokens\n",
+              prefix.c_str(), prefix.c_str(), first + 1, first + w.num_documents(), w.num_documents(),
+              static_cast<long long>(w.num_tokens()));
+}
+
+void run(const PrepareOptions& o) {
+  check_options(o);
+  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
+  DocumentReader reader(list_files(o.inputs));
+  const int workers = o.workers > 0 ? o.workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const TokenType type = token_type_for_vocab(tokenizer->vocab_size());
+  const fs::path parent = fs::path(o.output).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+
+  const bool split = o.val_fraction > 0;
+  const std::string train_prefix = split ? o.output + "_train" : o.output;
+  OutputFiles out;
+  IndexedDatasetWriter train(out.temp_for(train_prefix + ".bin"), type);
+  Stats stats;
+  {
+    Progress progress;
+    for (auto docs = reader.next_batch(stats); !docs.empty(); docs = reader.next_batch(stats)) {
+      for (const auto& ids : encode_batch(*tokenizer, docs, o.append_eod, workers, stats)) {
+        train.add_document(ids);
+        stats.tokens += static_cast<std::int64_t>(ids.size());
+      }
+      stats.documents += docs.size();
+      progress.update(stats);
+    }
+    stats.seconds = progress.elapsed();
+  }
+  if (stats.documents == 0)
+    throw DataError("empty input: the " + std::to_string(stats.files) + " input files hold no text");
+  const size_t val_docs = split ? validation_count(stats.documents, o.val_fraction) : 0;
+
+  print_summary(o, *tokenizer, type, stats, workers);
+  if (!split) {
+    train.finish(out.temp_for(train_prefix + ".idx"));
+    out.commit();
+    print_written(train_prefix, train, 0);
+    return;
+  }
+  const std::string val_prefix = o.output + "_val";
+  IndexedDatasetWriter val = train.split_off(stats.documents - val_docs, out.temp_for(val_prefix + ".bin"));
+  train.finish(out.temp_for(train_prefix + ".idx"));
+  val.finish(out.temp_for(val_prefix + ".idx"));
+  out.commit();
+  print_written(train_prefix, train, 0);
+  print_written(val_prefix, val, train.num_documents());
+}
+
+}  // namespace
+
+int prepare_data(const PrepareOptions& opts) {
+  try {
+    run(opts);
+    return 0;
+  } catch (const DataError& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace trainer::data

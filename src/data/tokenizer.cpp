@@ -1,0 +1,413 @@
+#include "data/tokenizer.hpp"
+
+#include <array>
+#include <atomic>
+#include <climits>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+
+#include "data/json.hpp"
+
+namespace trainer::data {
+namespace {
+
+struct CodePoint {
+  char32_t value;
+  size_t length;  // bytes
+  bool valid;
+};
+
+// Decodes the code point at byte `i` by the well-formed sequences of the Unicode standard
+// (Table 3-7). An ill-formed sequence yields U+FFFD over its maximal subpart: the longest
+// prefix that could still have started a valid sequence, at least one byte.
+CodePoint decode_at(std::string_view s, size_t i) {
+  const unsigned char b0 = s[i];
+  if (b0 < 0x80) return {b0, 1, true};
+  size_t need;
+  char32_t cp;
+  unsigned char lo = 0x80, hi = 0xBF;  // range of the first continuation byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    need = 1, cp = b0 & 0x1F;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    need = 2, cp = b0 & 0x0F;
+    if (b0 == 0xE0) lo = 0xA0;  // no overlong forms
+    if (b0 == 0xED) hi = 0x9F;  // no surrogates
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    need = 3, cp = b0 & 0x07;
+    if (b0 == 0xF0) lo = 0x90;  // no overlong forms
+    if (b0 == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    return {0xFFFD, 1, false};
+  }
+  for (size_t k = 1; k <= need; ++k) {
+    if (i + k >= s.size()) return {0xFFFD, k, false};
+    const unsigned char b = s[i + k];
+    if (b < lo || b > hi) return {0xFFFD, k, false};
+    cp = (cp << 6) | (b & 0x3F);
+    lo = 0x80, hi = 0xBF;
+  }
+  return {cp, need + 1, true};
+}
+
+enum class CharClass { kSpace, kLetter, kNumber, kOther };
+
+CharClass class_of(const CodePoint& c) {
+  if (!c.valid) return CharClass::kOther;
+  const char32_t v = c.value;
+  if (v < 0x80) {  // ASCII without the tables: most text is ASCII
+    if ((v | 0x20) >= 'a' && (v | 0x20) <= 'z') return CharClass::kLetter;
+    if (v >= '0' && v <= '9') return CharClass::kNumber;
+    if (v == ' ' || (v >= '\t' && v <= '\r')) return CharClass::kSpace;
+    return CharClass::kOther;
+  }
+  if (is_space(v)) return CharClass::kSpace;
+  if (is_letter(v)) return CharClass::kLetter;
+  if (is_number(v)) return CharClass::kNumber;
+  return CharClass::kOther;
+}
+
+// End of the run of code points of class `cls` that starts at byte `i`.
+size_t run_end(std::string_view s, size_t i, CharClass cls) {
+  while (i < s.size()) {
+    const CodePoint c = decode_at(s, i);
+    if (class_of(c) != cls) break;
+    i += c.length;
+  }
+  return i;
+}
+
+// 's 't 're 've 'm 'll 'd (lower case only, as in the regex): their length, or 0.
+size_t contraction_length(std::string_view s, size_t i) {
+  const std::string_view rest = s.substr(i + 1, 2);
+  if (rest.empty()) return 0;
+  if (rest[0] == 's' || rest[0] == 't' || rest[0] == 'm' || rest[0] == 'd') return 2;
+  if (rest == "re" || rest == "ve" || rest == "ll") return 3;
+  return 0;
+}
+
+// End of the regex match that starts at byte `i`; alternatives in the regex's order.
+size_t match_end(std::string_view s, size_t i) {
+  if (s[i] == '\'') {
+    if (size_t k = contraction_length(s, i)) return i + k;
+  }
+  // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": one optional ASCII space, then a run.
+  if (s[i] == ' ' && i + 1 < s.size()) {
+    const CharClass next = class_of(decode_at(s, i + 1));
+    if (next != CharClass::kSpace) return run_end(s, i + 1, next);
+  }
+  const CharClass cls = class_of(decode_at(s, i));
+  if (cls != CharClass::kSpace) return run_end(s, i, cls);
+  // "\s+(?!\S)": a whitespace run that reaches the end of the text, or else the run without
+  // its last code point (which then prefixes the next word); "\s+": a single one before
+  // non-space.
+  size_t last = i, end = i;
+  while (end < s.size()) {
+    const CodePoint c = decode_at(s, end);
+    if (class_of(c) != CharClass::kSpace) break;
+    last = end;
+    end += c.length;
+  }
+  return end == s.size() || last == i ? end : last;
+}
+
+class ByteTokenizer : public Tokenizer {
+ public:
+  std::vector<std::int32_t> encode(std::string_view text) const override {
+    return std::vector<std::int32_t>(reinterpret_cast<const unsigned char*>(text.data()),
+                                     reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+  }
+  std::string decode(const std::vector<std::int32_t>& ids) const override {
+    std::string out;
+    for (std::int32_t id : ids) {
+      if (id < 0 || id > kEod) throw std::out_of_range("byte tokenizer: no token " + std::to_string(id));
+      if (id != kEod) out += static_cast<char>(id);
+    }
+    return out;
+  }
+  std::int32_t vocab_size() const override { return kEod + 1; }
+  std::int32_t eod_id() const override { return kEod; }
+
+ private:
+  static constexpr std::int32_t kEod = 256;
+};
+
+// GPT-2 spells each byte as a printable code point so that tokens are readable strings:
+// printable Latin-1 bytes stand for themselves, the other 68 bytes for U+0100 onwards.
+std::array<char32_t, 256> byte_symbols() {
+  std::array<char32_t, 256> out{};
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    out[b] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return out;
+}
+
+std::string symbol_string(std::string_view bytes, const std::array<char32_t, 256>& symbols) {
+  std::string out;
+  for (unsigned char b : bytes) append_utf8(out, symbols[b]);
+  return out;
+}
+
+class Gpt2Tokenizer : public Tokenizer {
+ public:
+  Gpt2Tokenizer(const std::string& encoder_json, const std::string& merges_file) : serial_(++next_serial_) {
+    read_encoder(encoder_json);
+    read_merges(merges_file);
+  }
+
+  std::vector<std::int32_t> encode(std::string_view text) const override {
+    std::vector<std::int32_t> ids;
+    for (std::string_view piece : gpt2_pretokenize(text)) {
+      const std::vector<std::int32_t>& piece_ids = cached_bpe(piece);
+      ids.insert(ids.end(), piece_ids.begin(), piece_ids.end());
+    }
+    return ids;
+  }
+
+  std::string decode(const std::vector<std::int32_t>& ids) const override {
+    std::string out;
+    for (std::int32_t id : ids) out += token_bytes_.at(static_cast<size_t>(id));
+    return out;
+  }
+
+  std::int32_t vocab_size() const override { return static_cast<std::int32_t>(token_bytes_.size()); }
+  std::int32_t eod_id() const override { return eod_; }
+
+ private:
+  struct Merge {
+    std::int32_t rank, merged;
+  };
+  static std::uint64_t pair_key(std::int32_t a, std::int32_t b) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+  }
+
+  void read_encoder(const std::string& path) {
+    const std::string text = read_file(path);
+    const std::array<char32_t, 256> symbols = byte_symbols();
+    std::unordered_map<char32_t, char> byte_of_symbol;
+    for (int b = 0; b < 256; ++b) byte_of_symbol[symbols[b]] = static_cast<char>(b);
+    try {
+      JsonReader json(text);
+      json.begin_object();
+      for (std::string token; json.next_member(token);) {
+        const std::int64_t id = json.integer();
+        if (id < 0 || id >= INT32_MAX) throw DataError("token '" + token + "' has id " + std::to_string(id));
+        if (!encoder_.emplace(token, static_cast<std::int32_t>(id)).second)
+          throw DataError("token '" + token + "' appears twice");
+      }
+      json.end();
+    } catch (const DataError& e) {
+      throw DataError(path + ": " + e.what());
+    }
+    // Each token's bytes, for decoding: every character must be one of the 256 byte symbols.
+    std::int32_t size = 0;
+    for (const auto& [token, id] : encoder_) size = std::max(size, id + 1);
+    token_bytes_.assign(size, {});
+    std::vector<bool> seen(size, false);
+    for (const auto& [token, id] : encoder_) {
+      if (seen[id]) throw DataError(path + ": id " + std::to_string(id) + " is used by two tokens");
+      seen[id] = true;
+      for (size_t i = 0; i < token.size();) {
+        const CodePoint c = decode_at(token, i);
+        const auto byte = byte_of_symbol.find(c.value);
+        if (!c.valid || byte == byte_of_symbol.end())
+          throw DataError(path + ": token '" + token + "' has a character outside GPT-2's byte alphabet");
+        token_bytes_[id] += byte->second;
+        i += c.length;
+      }
+    }
+    for (int b = 0; b < 256; ++b) byte_id_[b] = token_id(path, symbol_string(std::string(1, static_cast<char>(b)), symbols));
+    eod_ = token_id(path, "<|endoftext|>");
+  }
+
+  std::int32_t token_id(const std::string& path, const std::string& token) const {
+    const auto it = encoder_.find(token);
+    if (it == encoder_.end()) throw DataError(path + ": no token '" + token + "'");
+    return it->second;
+  }
+
+  // vocab.bpe: an optional "#version" line, then "left right" per line, best merge first.
+  void read_merges(const std::string& path) {
+    std::istringstream lines(read_file(path));
+    std::vector<std::array<std::int32_t, 3>> merges;  // left, right, merged
+    std::string line;
+    for (int number = 1; std::getline(lines, line); ++number) {
+      if (line.empty() || (number == 1 && line.rfind("#version", 0) == 0)) continue;
+      std::istringstream fields(line);
+      std::string left, right, extra;
+      if (!(fields >> left >> right) || fields >> extra)
+        throw DataError(path + ":" + std::to_string(number) + ": expected two tokens, got '" + line + "'");
+      const std::string where = path + ":" + std::to_string(number);
+      merges.push_back({token_id(where, left), token_id(where, right), token_id(where, left + right)});
+    }
+    check_merge_order(path, merges);
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const auto& m = merges[rank];
+      merges_[pair_key(m[0], m[1])] = {static_cast<std::int32_t>(rank), m[2]};
+    }
+  }
+
+  // bpe() applies merges one at a time by (rank, position). That equals the reference's
+  // "merge every occurrence of the best pair, then look again" only if merging never creates a
+  // pair that outranks the merge that made it: a merge may use only tokens that every merge
+  // creating them precedes. BPE training writes files that way (a merge can only use tokens
+  // learned before it); checked here rather than assumed.
+  static void check_merge_order(const std::string& path, const std::vector<std::array<std::int32_t, 3>>& merges) {
+    std::unordered_map<std::int32_t, size_t> created;  // token -> rank of its last creating merge
+    for (size_t rank = 0; rank < merges.size(); ++rank) created[merges[rank][2]] = rank;
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      for (int side = 0; side < 2; ++side) {
+        const auto it = created.find(merges[rank][side]);
+        if (it != created.end() && it->second >= rank)
+          throw DataError(path + ": merge " + std::to_string(rank + 1) +
+                          " uses a token that a later merge creates; merges must be in the order they were learned");
+      }
+    }
+  }
+
+  // Byte-pair encoding of one pre-token: starting from its bytes, repeatedly merge the adjacent
+  // pair of best rank (leftmost first). A heap over a linked list keeps this O(n log n): a
+  // piece can be a megabyte of spaces.
+  std::vector<std::int32_t> bpe(std::string_view piece) const {
+    struct Symbol {
+      std::int32_t id;  // -1 once merged into its left neighbour
+      int prev, next;   // -1 at the ends
+    };
+    struct Candidate {
+      std::int32_t rank;
+      int left, right;
+      std::int32_t left_id, right_id, merged;
+      bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+    };
+    const int n = static_cast<int>(piece.size());
+    std::vector<Symbol> symbols(n);
+    for (int i = 0; i < n; ++i) symbols[i] = {byte_id_[static_cast<unsigned char>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+    auto consider = [&](int left) {
+      const int right = symbols[left].next;
+      if (right < 0) return;
+      const auto it = merges_.find(pair_key(symbols[left].id, symbols[right].id));
+      if (it != merges_.end())
+        queue.push({it->second.rank, left, right, symbols[left].id, symbols[right].id, it->second.merged});
+    };
+    for (int i = 0; i + 1 < n; ++i) consider(i);
+    while (!queue.empty()) {
+      const Candidate c = queue.top();
+      queue.pop();
+      Symbol& left = symbols[c.left];
+      // Stale: one side was merged into something else since this pair was seen.
+      if (left.id != c.left_id || left.next != c.right || symbols[c.right].id != c.right_id) continue;
+      left.id = c.merged;
+      symbols[c.right].id = -1;
+      left.next = symbols[c.right].next;
+      if (left.next >= 0) symbols[left.next].prev = c.left;
+      if (left.prev >= 0) consider(left.prev);
+      consider(c.left);
+    }
+    std::vector<std::int32_t> ids;
+    for (int i = 0; i >= 0 && i < n; i = symbols[i].next) ids.push_back(symbols[i].id);
+    return ids;
+  }
+
+  // Words repeat, so each thread keeps the pieces it has encoded. The cache belongs to one
+  // tokenizer (serial_, not its address, which a later tokenizer could reuse).
+  const std::vector<std::int32_t>& cached_bpe(std::string_view piece) const {
+    struct Cache {
+      std::uint64_t owner = 0;
+      std::unordered_map<std::string, std::vector<std::int32_t>> pieces;
+    };
+    thread_local Cache cache;
+    constexpr size_t kMaxPieces = 1 << 17;
+    if (cache.owner != serial_ || cache.pieces.size() >= kMaxPieces) {
+      cache.pieces.clear();
+      cache.owner = serial_;
+    }
+    std::string key(piece);
+    auto it = cache.pieces.find(key);
+    if (it == cache.pieces.end()) it = cache.pieces.emplace(std::move(key), bpe(piece)).first;
+    return it->second;
+  }
+
+  static inline std::atomic<std::uint64_t> next_serial_{0};
+  const std::uint64_t serial_;
+  std::unordered_map<std::string, std::int32_t> encoder_;
+  std::vector<std::string> token_bytes_;  // id -> the bytes it stands for
+  std::array<std::int32_t, 256> byte_id_{};
+  std::unordered_map<std::uint64_t, Merge> merges_;
+  std::int32_t eod_ = 0;
+};
+
+}  // namespace
+
+void append_utf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+size_t sanitize_utf8(std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {  // most text is valid: only copy once something is not
+    const CodePoint c = decode_at(text, i);
+    if (!c.valid) break;
+    i += c.length;
+  }
+  if (i == text.size()) return 0;
+  std::string out = text.substr(0, i);
+  size_t replaced = 0;
+  while (i < text.size()) {
+    const CodePoint c = decode_at(text, i);
+    if (c.valid) {
+      out.append(text, i, c.length);
+    } else {
+      append_utf8(out, 0xFFFD);
+      ++replaced;
+    }
+    i += c.length;
+  }
+  text = std::move(out);
+  return replaced;
+}
+
+bool is_space(char32_t c) {
+  // ECMAScript's WhiteSpace and LineTerminator: what \s matches in the reference encoder.
+  switch (c) {
+    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
+    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
+      return true;
+    default:
+      return c >= 0x2000 && c <= 0x200A;
+  }
+}
+
+std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
+  std::vector<std::string_view> pieces;
+  for (size_t i = 0; i < text.size();) {
+    const size_t end = match_end(text, i);
+    pieces.push_back(text.substr(i, end - i));
+    i = end;
+  }
+  return pieces;
+}
+
+std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
+
+std::unique_ptr<Tokenizer> make_gpt2_tokenizer(const std::string& encoder_json, const std::string& merges_file) {
+  return std::make_unique<Gpt2Tokenizer>(encoder_json, merges_file);
+}
+
+}  // namespace trainer::data

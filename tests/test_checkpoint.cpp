@@ -1,0 +1,149 @@
+// Checkpoints: exact resume, resharding to other layouts (ZeRO-1 on one side), atomicity
+// against interrupted saves, signals, and bad checkpoints.
+#include <ATen/ATen.h>
+
+#include <filesystem>
+
+#include "checkpoint/shards.hpp"
+#include "helpers.hpp"
+#include "catch_torch.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+testing::Result train_ckpt(std::array<int, 3> layout, const std::string& ckpt, const std::string& dump,
+                           std::vector<std::string> sets, const std::vector<std::string>& extra = {}) {
+  sets.push_back("checkpoint.dir=" + ckpt);
+  auto r = testing::train_layout(layout[0], layout[1], layout[2], dump, sets, extra);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  return r;
+}
+
+std::string latest_name(const std::string& ckpt) {
+  std::string s = testing::read_file(ckpt + "/latest");
+  return s.substr(0, s.find('\n'));
+}
+
+}  // namespace
+
+TEST_CASE("resume is exact: 20 straight steps equal 10 + resume + 10 bitwise", "[checkpoint][mp]") {
+  testing::TempDir dir;
+  const std::vector<std::string> sets = {"train.steps=20", "optim.zero_stage=1"};
+  train_ckpt({2, 2, 2}, dir.file("a"), dir.file("dump_a"), sets);
+  const auto straight = testing::read_losses(dir.file("dump_a"));
+  REQUIRE(straight.size() == 20);
+
+  auto first = train_ckpt({2, 2, 2}, dir.file("b"), dir.file("dump_b1"), sets, {"--exit-after", "10"});
+  CHECK(latest_name(dir.file("b")) == "step_00000010");
+  auto second = train_ckpt({2, 2, 2}, dir.file("b"), dir.file("dump_b2"), sets);
+  CHECK(second.output.find("resumed from") != std::string::npos);
+  const auto resumed = testing::read_losses(dir.file("dump_b2"));
+  REQUIRE(resumed.size() == 10);
+  for (int i = 0; i < 10; ++i) {
+    INFO("step " << 11 + i);
+    CHECK(resumed[i].loss == straight[10 + i].loss);  // bitwise
+    CHECK(resumed[i].grad_norm == straight[10 + i].grad_norm);
+  }
+  // --no-resume starts over.
+  train_ckpt({2, 2, 2}, dir.file("b"), dir.file("dump_b3"), {"train.steps=2", "optim.zero_stage=1"}, {"--no-resume"});
+  CHECK(testing::read_losses(dir.file("dump_b3"))[0].loss == straight[0].loss);
+}
+
+TEST_CASE("a checkpoint loads at another layout and training continues the same", "[checkpoint][mp]") {
+  struct Case {
+    std::array<int, 3> from, to;
+    bool zero_from, zero_to;
+  };
+  const std::vector<Case> cases = {{{2, 2, 2}, {1, 1, 1}, true, false},
+                                   {{1, 1, 1}, {2, 2, 2}, false, true},
+                                   {{2, 1, 2}, {1, 4, 1}, true, false}};
+  for (const auto& c : cases) {
+    INFO("from " << c.from[0] << "x" << c.from[1] << "x" << c.from[2] << " to " << c.to[0] << "x" << c.to[1] << "x" << c.to[2]);
+    testing::TempDir dir;
+    std::vector<std::string> sets = {"train.steps=8", std::string("optim.zero_stage=") + (c.zero_from ? "1" : "0")};
+    train_ckpt(c.from, dir.file("ckpt"), dir.file("dump0"), sets, {"--exit-after", "4"});
+    fs::copy(dir.file("ckpt"), dir.file("ckpt_same"), fs::copy_options::recursive);
+    // Continue in the original layout, and in the new one.
+    train_ckpt(c.from, dir.file("ckpt_same"), dir.file("dump_same"), sets);
+    sets[1] = std::string("optim.zero_stage=") + (c.zero_to ? "1" : "0");
+    train_ckpt(c.to, dir.file("ckpt"), dir.file("dump_new"), sets);
+    const auto same = testing::read_losses(dir.file("dump_same"));
+    const auto moved = testing::read_losses(dir.file("dump_new"));
+    REQUIRE(same.size() == 4);
+    REQUIRE(moved.size() == 4);
+    for (int i = 0; i < 4; ++i) CHECK(std::abs(same[i].loss - moved[i].loss) / same[i].loss < 1e-5);
+  }
+}
+
+TEST_CASE("an interrupted save leaves latest on the previous loadable checkpoint", "[checkpoint][mp]") {
+  testing::TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  train_ckpt({1, 2, 1}, ckpt, dir.file("d1"), {"train.steps=6", "checkpoint.interval=2", "checkpoint.keep_last=2"}, {"--exit-after", "4"});
+  CHECK(latest_name(ckpt) == "step_00000004");
+  CHECK(fs::exists(ckpt + "/step_00000002"));
+  // What a save killed half-way leaves behind: a temporary directory with a truncated shard.
+  fs::create_directories(ckpt + "/step_00000006.tmp");
+  testing::write_file(ckpt + "/step_00000006.tmp/rank0.pt.tmp", "trunc");
+  auto r = train_ckpt({1, 2, 1}, ckpt, dir.file("d2"), {"train.steps=6", "checkpoint.interval=2", "checkpoint.keep_last=2"});
+  CHECK(r.output.find("resumed from " + ckpt + "/step_00000004") != std::string::npos);
+  CHECK(latest_name(ckpt) == "step_00000006");
+  CHECK_FALSE(fs::exists(ckpt + "/step_00000006.tmp"));
+  CHECK_FALSE(fs::exists(ckpt + "/step_00000002"));  // keep_last = 2
+  CHECK(fs::exists(ckpt + "/step_00000004"));
+}
+
+TEST_CASE("SIGTERM saves a checkpoint and exits 0 - the next run resumes exactly", "[checkpoint][signal][mp]") {
+  testing::TempDir dir;
+  const std::string cfg = testing::source_dir() + "/configs/tiny.yaml";
+  const std::string run = testing::trainer_bin() + " launch --nproc 2 -- train " + cfg +
+                          " --set parallel.dp=1 --set parallel.pp=2 --set parallel.tp=1 --set train.steps=400";
+  // The launcher forwards SIGTERM to its workers; they agree on it, save, and leave with 0.
+  auto sig = testing::run("sh -c '" + run + " --set checkpoint.dir=" + dir.file("ckpt") +
+                          " & pid=$!; sleep 4; kill -TERM $pid; wait $pid'", 120);
+  INFO(sig.output);
+  CHECK(sig.code == 0);
+  CHECK(sig.output.find("stopping after step") != std::string::npos);
+  const int stopped = std::stoi(latest_name(dir.file("ckpt")).substr(5));
+  REQUIRE(stopped > 0);
+  REQUIRE(stopped < 400);
+  // The same 400-step schedule, straight through the stop, for reference.
+  const std::string stop = std::to_string(stopped + 3);
+  REQUIRE(testing::run(run + " --dump " + dir.file("ref") + " --exit-after " + stop, 300).code == 0);
+  REQUIRE(testing::run(run + " --set checkpoint.dir=" + dir.file("ckpt") + " --dump " + dir.file("resumed") +
+                       " --exit-after " + stop, 120).code == 0);
+  const auto straight = testing::read_losses(dir.file("ref"));
+  const auto resumed = testing::read_losses(dir.file("resumed"));
+  REQUIRE(straight.size() == static_cast<size_t>(stopped + 3));
+  REQUIRE(resumed.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(resumed[i].loss == straight[stopped + i].loss);
+}
+
+TEST_CASE("bad checkpoints are clear errors", "[checkpoint][mp]") {
+  testing::TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  train_ckpt({1, 1, 1}, ckpt, dir.file("d"), {"train.steps=2"});
+  const std::string step = ckpt + "/" + latest_name(ckpt);
+
+  SECTION("incompatible model") {
+    auto r = testing::train_layout(1, 1, 1, dir.file("x"), {"train.steps=3", "checkpoint.dir=" + ckpt, "model.hidden=128"});
+    CHECK(r.code != 0);
+    CHECK(r.output.find(step + "/config.yaml") != std::string::npos);
+    CHECK(r.output.find("hidden") != std::string::npos);
+  }
+  SECTION("corrupted shard") {
+    const std::string file = step + "/rank0.pt";
+    auto size = fs::file_size(file);
+    fs::resize_file(file, size / 2);
+    auto r = testing::train_layout(1, 1, 1, dir.file("x"), {"train.steps=3", "checkpoint.dir=" + ckpt});
+    CHECK(r.code != 0);
+    CHECK(r.output.find(file + ": checksum mismatch") != std::string::npos);
+  }
+  SECTION("unwritable checkpoint directory") {
+    testing::write_file(dir.file("afile"), "x");
+    auto r = testing::train_layout(1, 1, 1, dir.file("x"), {"train.steps=2", "checkpoint.dir=" + dir.file("afile") + "/sub"});
+    CHECK(r.code != 0);
+    CHECK(r.output.find(dir.file("afile")) != std::string::npos);
+  }
+}

@@ -1,0 +1,369 @@
+// Data preparation: the GPT-2 tokenizer against ids from the reference encoder (committed
+// fixtures, made by scripts/gen_gpt2_vectors.js; no Node needed here), UTF-8 handling, the
+// Megatron .bin/.idx written and read back (and one made byte by byte from the documented
+// layout), and each bad input of `trainer prepare-data` exiting 2 with a message naming it.
+#include "catch_torch.hpp"  // helpers.hpp includes LibTorch
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/indexed_dataset.hpp"
+#include "data/json.hpp"
+#include "data/tokenizer.hpp"
+#include "helpers.hpp"
+
+using namespace trainer::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string data_file(const std::string& name) { return testing::source_dir() + "/tests/data/" + name; }
+
+const Tokenizer& gpt2() {
+  static const auto tokenizer = make_gpt2_tokenizer(data_file("gpt2/encoder.json"), data_file("gpt2/vocab.bpe"));
+  return *tokenizer;
+}
+
+std::vector<std::vector<std::int32_t>> read_id_lines(const std::string& path) {
+  std::vector<std::vector<std::int32_t>> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream s(line);
+    out.emplace_back();
+    for (std::int32_t id; s >> id;) out.back().push_back(id);
+  }
+  return out;
+}
+
+std::vector<std::string> sample_texts(size_t* replaced = nullptr) {
+  std::vector<std::string> out;
+  std::ifstream in(data_file("gpt2_samples.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    JsonReader json(line);
+    json.begin_object();
+    for (std::string key; json.next_member(key);) {
+      if (key == "text") out.push_back(json.string());
+      else json.skip_value();
+    }
+    if (replaced) *replaced += json.replaced();
+  }
+  return out;
+}
+
+std::vector<std::int32_t> to_int32(const TokenSpan& span) {
+  std::vector<std::int32_t> out;
+  for (std::int64_t id : span.to_vector()) out.push_back(static_cast<std::int32_t>(id));
+  return out;
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+template <typename T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 encoding equals the reference encoder's ids and decodes back", "[data]") {
+  size_t replaced = 0;
+  const auto texts = sample_texts(&replaced);
+  const auto expected = read_id_lines(data_file("gpt2_samples.ids"));
+  REQUIRE(texts.size() == 22);
+  REQUIRE(expected.size() == texts.size());
+  CHECK(replaced == 1);  // the lone surrogate \ud800
+  for (size_t i = 0; i < texts.size(); ++i) {
+    INFO("sample " << i << ": " << texts[i]);
+    CHECK(gpt2().encode(texts[i]) == expected[i]);
+    CHECK(gpt2().decode(expected[i]) == texts[i]);
+  }
+  CHECK(gpt2().vocab_size() == 50257);
+  CHECK(gpt2().eod_id() == 50256);
+  CHECK(gpt2().encode("").empty());
+}
+
+TEST_CASE("invalid UTF-8 becomes U+FFFD per maximal subpart, as in the reference", "[data]") {
+  std::string text = testing::read_file(data_file("invalid_utf8.txt"));
+  CHECK(sanitize_utf8(text) == 19);
+  CHECK(gpt2().encode(text) == read_id_lines(data_file("invalid_utf8.ids")).at(0));
+  std::string s = "a\xff" "b\xe2\x82" "c";
+  CHECK(sanitize_utf8(s) == 2);
+  CHECK(s == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c");
+  std::string valid = "caf\xC3\xA9 \xF0\x9F\x98\x80";
+  CHECK(sanitize_utf8(valid) == 0);
+  CHECK(valid == "caf\xC3\xA9 \xF0\x9F\x98\x80");
+}
+
+TEST_CASE("GPT-2 pre-tokenizer splits like the regex", "[data]") {
+  using V = std::vector<std::string_view>;
+  CHECK(gpt2_pretokenize("I'm here") == V{"I", "'m", " here"});
+  CHECK(gpt2_pretokenize("a  b") == V{"a", " ", " b"});            // \s+(?!\S) leaves one space to the word
+  CHECK(gpt2_pretokenize("x\n\ny") == V{"x", "\n", "\n", "y"});   // the last \n alone, then y
+  CHECK(gpt2_pretokenize("end   ") == V{"end", "   "});          // trailing run kept whole
+  CHECK(gpt2_pretokenize("ab12?!'s") == V{"ab", "12", "?!'", "s"});
+  CHECK(gpt2_pretokenize(" \xC3\xA9t\xC3\xA9 42") == V{" \xC3\xA9t\xC3\xA9", " 42"});  // " été 42"
+  CHECK(is_letter(U'語'));
+  CHECK(is_number(U'½'));
+  CHECK(!is_letter(U'\u0301'));  // a combining mark is neither
+  CHECK(is_space(U'\u3000'));
+}
+
+TEST_CASE("byte tokenizer: bytes are ids, 256 is end-of-document", "[data]") {
+  auto t = make_byte_tokenizer();
+  CHECK(t->encode("h\xC3\xA9") == std::vector<std::int32_t>{104, 195, 169});
+  CHECK(t->vocab_size() == 257);
+  CHECK(t->eod_id() == 256);
+  CHECK(t->decode({104, 105, 256}) == "hi");
+}
+
+TEST_CASE("a written dataset reads back, in both token types, and splits", "[data]") {
+  testing::TempDir dir;
+  const std::vector<std::vector<std::int32_t>> docs = {{1, 2, 3}, {}, {65535, 0}, {7}};
+  for (auto [type, big] : {std::pair{TokenType::kUInt16, 0}, std::pair{TokenType::kInt32, 100000}}) {
+    INFO(token_type_name(type));
+    const std::string prefix = dir.file(token_type_name(type));
+    IndexedDatasetWriter w(prefix + ".bin", type);
+    for (auto d : docs) {
+      if (big && !d.empty()) d[0] += big;
+      w.add_document(d);
+    }
+    w.finish(prefix + ".idx");
+    IndexedDataset ds(prefix);
+    CHECK(ds.token_type() == type);
+    CHECK(ds.num_documents() == 4);
+    CHECK(ds.num_sequences() == 4);
+    CHECK(ds.num_tokens() == 6);
+    CHECK(fs::file_size(prefix + ".bin") == 6 * token_size(type));
+    for (size_t i = 0; i < docs.size(); ++i) {
+      auto want = docs[i];
+      if (big && !want.empty()) want[0] += big;
+      CHECK(to_int32(ds.document(i)) == want);
+      CHECK(to_int32(ds.sequence(i)) == want);
+    }
+    CHECK_THROWS_AS(ds.document(4), std::out_of_range);
+  }
+  CHECK(token_type_for_vocab(50257) == TokenType::kUInt16);
+  CHECK(token_type_for_vocab(65500) == TokenType::kInt32);
+
+  IndexedDatasetWriter w(dir.file("all.bin"), TokenType::kUInt16);
+  for (const auto& d : docs) w.add_document(d);
+  IndexedDatasetWriter tail = w.split_off(2, dir.file("tail.bin"));
+  w.finish(dir.file("all.idx"));
+  tail.finish(dir.file("tail.idx"));
+  IndexedDataset head_ds(dir.file("all")), tail_ds(dir.file("tail"));
+  CHECK(head_ds.num_documents() == 2);
+  CHECK(head_ds.num_tokens() == 3);
+  CHECK(tail_ds.num_documents() == 2);
+  CHECK(to_int32(tail_ds.document(0)) == docs[2]);
+  CHECK(to_int32(tail_ds.document(1)) == docs[3]);
+}
+
+namespace {
+
+// An index made byte by byte from Megatron's layout: 2 documents, the first split into two
+// sentences (sequences), int32 tokens.
+std::string hand_made_index(std::uint64_t version = 1, char first = 'M') {
+  std::string idx;
+  idx += first;
+  idx += std::string("MIDIDX\0\0", 8);
+  put<std::uint64_t>(idx, version);
+  put<std::uint8_t>(idx, 4);       // int32
+  put<std::uint64_t>(idx, 3);      // sequences
+  put<std::uint64_t>(idx, 3);      // document indices: documents + 1
+  for (std::int32_t len : {2, 3, 1}) put(idx, len);
+  for (std::int64_t ptr : {0, 8, 20}) put(idx, ptr);
+  for (std::int64_t doc : {0, 2, 3}) put(idx, doc);
+  return idx;
+}
+
+std::string hand_made_bin() {
+  std::string bin;
+  for (std::int32_t t : {10, 11, 20, 21, 22, 30}) put(bin, t);
+  return bin;
+}
+
+}  // namespace
+
+TEST_CASE("an index made byte by byte to Megatron's layout loads", "[data]") {
+  testing::TempDir dir;
+  const std::string prefix = dir.file("megatron");
+  write_bytes(prefix + ".idx", hand_made_index());
+  write_bytes(prefix + ".bin", hand_made_bin());
+  REQUIRE(fs::file_size(prefix + ".idx") == 34 + 3 * 4 + 3 * 8 + 3 * 8);
+  IndexedDataset ds(prefix);
+  CHECK(ds.token_type() == TokenType::kInt32);
+  CHECK(ds.num_documents() == 2);
+  CHECK(ds.num_sequences() == 3);
+  CHECK(ds.num_tokens() == 6);
+  CHECK(to_int32(ds.document(0)) == std::vector<std::int32_t>{10, 11, 20, 21, 22});
+  CHECK(to_int32(ds.document(1)) == std::vector<std::int32_t>{30});
+  CHECK(to_int32(ds.sequence(1)) == std::vector<std::int32_t>{20, 21, 22});
+  CHECK(ds.document(1).length == 1);
+}
+
+TEST_CASE("bad datasets are refused with a message naming the file", "[data]") {
+  testing::TempDir dir;
+  const std::string p = dir.file("d");
+  auto expect_error = [&](const std::string& idx, const std::string& bin, const std::string& file, const std::string& why) {
+    write_bytes(p + ".idx", idx);
+    write_bytes(p + ".bin", bin);
+    INFO(why);
+    CHECK_THROWS_WITH(IndexedDataset(p), Catch::Contains(file) && Catch::Contains(why));
+  };
+  const std::string idx = hand_made_index(), bin = hand_made_bin();
+  expect_error(hand_made_index(1, 'X'), bin, "d.idx", "MMIDIDX");
+  expect_error(hand_made_index(2), bin, "d.idx", "version 2");
+  expect_error(idx, bin.substr(0, bin.size() - 4), "d.bin", "truncated");
+  expect_error(idx, bin + bin, "d.bin", "not its data file");
+  expect_error(idx.substr(0, idx.size() - 8), bin, "d.idx", "truncated");
+  expect_error(idx.substr(0, 20), bin, "d.idx", "header");
+  std::string bad_type = idx;
+  bad_type[17] = 7;  // float32
+  expect_error(bad_type, bin, "d.idx", "dtype code 7");
+  fs::remove(p + ".bin");
+  CHECK_THROWS_WITH(IndexedDataset(p), Catch::Contains("d.bin") && Catch::Contains("No such file"));
+}
+
+TEST_CASE("prepare-data: files, directories and JSONL in order, byte tokenizer with EOD", "[data]") {
+  testing::TempDir dir;
+  fs::create_directories(dir.file("in/sub"));
+  testing::write_file(dir.file("in/b.txt"), "second");
+  testing::write_file(dir.file("in/a.txt"), "first");
+  testing::write_file(dir.file("in/sub/c.txt"), "third\n");
+  testing::write_file(dir.file("in/empty.txt"), "");
+  testing::write_file(dir.file("docs.jsonl"), "{\"text\": \"j1\"}\n\n{\"id\": 2, \"text\": \"j\\u00e92\"}\r\n{\"text\": \"\"}\n");
+  auto r = testing::trainer({"prepare-data", "--input", dir.file("in"), dir.file("docs.jsonl"), "--tokenizer", "byte",
+                             "--output", dir.file("out/corpus"), "--append-eod"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("5 documents (2 empty skipped) from 5 files"));
+  CHECK_THAT(r.output, Catch::Contains("replaced by U+FFFD: 0"));
+  CHECK_THAT(r.output, Catch::Contains("dtype uint16"));
+  CHECK(files_in(dir.file("out")) == std::vector<std::string>{"corpus.bin", "corpus.idx"});
+  IndexedDataset ds(dir.file("out/corpus"));
+  auto byte = make_byte_tokenizer();
+  const std::vector<std::string> want = {"first", "second", "third\n", "j1", "j\xC3\xA9" "2"};  // a < b < empty < sub/
+  REQUIRE(ds.num_documents() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto ids = to_int32(ds.document(i));
+    CHECK(ids.back() == 256);
+    CHECK(byte->decode(ids) == want[i]);
+  }
+}
+
+TEST_CASE("prepare-data with GPT-2 writes the reference ids and reports replaced UTF-8", "[data]") {
+  testing::TempDir dir;
+  auto r = testing::trainer({"prepare-data", "--input", data_file("gpt2_samples.jsonl"), data_file("invalid_utf8.txt"),
+                             "--tokenizer", "gpt2", "--vocab-file", data_file("gpt2/encoder.json"), "--merges-file",
+                             data_file("gpt2/vocab.bpe"), "--output", dir.file("gpt2"), "--workers", "2"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("replaced by U+FFFD: 20"));  // 19 in the file, 1 lone surrogate
+  CHECK_THAT(r.output, Catch::Contains("vocab 50257, end-of-document id 50256 not appended"));
+  auto expected = read_id_lines(data_file("gpt2_samples.ids"));
+  expected.push_back(read_id_lines(data_file("invalid_utf8.ids")).at(0));
+  IndexedDataset ds(dir.file("gpt2"));
+  REQUIRE(ds.num_documents() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(to_int32(ds.document(i)) == expected[i]);
+}
+
+TEST_CASE("prepare-data keeps document order across threads and batches", "[data]") {
+  testing::TempDir dir;
+  std::string jsonl;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 9000; ++i) {  // more than two batches of 4096
+    texts.push_back("document " + std::to_string(i) + std::string(static_cast<size_t>(i * 7919 % 53), 'x'));
+    jsonl += "{\"text\": \"" + texts.back() + "\"}\n";
+  }
+  testing::write_file(dir.file("many.jsonl"), jsonl);
+  for (const char* workers : {"1", "3"}) {
+    auto r = testing::trainer({"prepare-data", "--input", dir.file("many.jsonl"), "--tokenizer", "gpt2", "--vocab-file",
+                               data_file("gpt2/encoder.json"), "--merges-file", data_file("gpt2/vocab.bpe"), "--output",
+                               dir.file(std::string("w") + workers), "--workers", workers});
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+  }
+  CHECK(testing::read_file(dir.file("w1.bin")) == testing::read_file(dir.file("w3.bin")));
+  CHECK(testing::read_file(dir.file("w1.idx")) == testing::read_file(dir.file("w3.idx")));
+  IndexedDataset ds(dir.file("w3"));
+  REQUIRE(ds.num_documents() == texts.size());
+  for (size_t i = 0; i < texts.size(); i += 997) CHECK(gpt2().decode(to_int32(ds.document(i))) == texts[i]);
+}
+
+TEST_CASE("prepare-data --val-fraction puts the last documents in PREFIX_val", "[data]") {
+  testing::TempDir dir;
+  std::string jsonl;
+  for (int i = 0; i < 10; ++i) jsonl += "{\"text\": \"doc" + std::to_string(i) + "\"}\n";
+  testing::write_file(dir.file("ten.jsonl"), jsonl);
+  auto r = testing::trainer({"prepare-data", "--input", dir.file("ten.jsonl"), "--tokenizer", "byte", "--output",
+                             dir.file("s"), "--val-fraction", "0.2"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("s_val.idx: documents 9-10 of the input (2)"));
+  CHECK(files_in(dir.path) == std::vector<std::string>{"s_train.bin", "s_train.idx", "s_val.bin", "s_val.idx", "ten.jsonl"});
+  IndexedDataset train(dir.file("s_train")), val(dir.file("s_val"));
+  auto byte = make_byte_tokenizer();
+  CHECK(train.num_documents() == 8);
+  CHECK(byte->decode(to_int32(train.document(7))) == "doc7");
+  CHECK(val.num_documents() == 2);
+  CHECK(byte->decode(to_int32(val.document(0))) == "doc8");
+  CHECK(byte->decode(to_int32(val.document(1))) == "doc9");
+}
+
+TEST_CASE("prepare-data: each bad input exits 2, names it, and leaves no output", "[data]") {
+  testing::TempDir dir;
+  testing::write_file(dir.file("ok.txt"), "some text");
+  testing::write_file(dir.file("empty.txt"), "");
+  fs::create_directories(dir.file("empty_dir"));
+  testing::write_file(dir.file("bad.jsonl"), "{\"text\": \"fine\"}\n{\"text\": \"unterminated}\n");
+  testing::write_file(dir.file("notext.jsonl"), "{\"body\": \"x\"}\n");
+  testing::write_file(dir.file("nonstring.jsonl"), "{\"text\": 5}\n");
+  testing::write_file(dir.file("bad.bpe"), "#version: 0.2\n\xC4\xA0 t\nonly_one_token\n");
+  const std::string enc = data_file("gpt2/encoder.json"), bpe = data_file("gpt2/vocab.bpe");
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {{"--input", dir.file("missing.txt"), "--tokenizer", "byte"}, {"missing.txt", "no such file"}},
+      {{"--input", dir.file("empty.txt"), "--tokenizer", "byte"}, {"empty input"}},
+      {{"--input", dir.file("empty_dir"), "--tokenizer", "byte"}, {"empty_dir", "no files"}},
+      {{"--input", dir.file("bad.jsonl"), "--tokenizer", "byte"}, {"bad.jsonl:2", "unterminated string"}},
+      {{"--input", dir.file("notext.jsonl"), "--tokenizer", "byte"}, {"notext.jsonl:1", "no \"text\" field"}},
+      {{"--input", dir.file("nonstring.jsonl"), "--tokenizer", "byte"}, {"nonstring.jsonl:1", "expected '\"'"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2"}, {"--vocab-file", "--merges-file"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--vocab-file", dir.file("nope.json"), "--merges-file", bpe},
+       {"nope.json", "No such file"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--vocab-file", dir.file("empty_dir"), "--merges-file", bpe},
+       {"empty_dir", "Is a directory"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--vocab-file", dir.file("ok.txt"), "--merges-file", bpe},
+       {"ok.txt", "invalid JSON"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--vocab-file", enc, "--merges-file", dir.file("bad.bpe")},
+       {"bad.bpe:3", "expected two tokens"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--vocab-file", enc}, {"--tokenizer gpt2"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "wordpiece"}, {"--tokenizer wordpiece", "byte or gpt2"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--val-fraction", "1.5"}, {"--val-fraction"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--val-fraction", "0.1"}, {"at least 2 documents"}},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"prepare-data", "--output", dir.file("out/x")};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto r = testing::trainer(args);
+    INFO(c.args[1] << " " << c.args.back() << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.output, Catch::Contains("error: "));
+    for (const auto& e : c.expect) CHECK_THAT(r.output, Catch::Contains(e));
+    CHECK((!fs::exists(dir.file("out")) || fs::is_empty(dir.file("out"))));
+  }
+}
