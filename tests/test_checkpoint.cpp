@@ -2,7 +2,9 @@
 // against interrupted saves, signals, and bad checkpoints.
 #include <ATen/ATen.h>
 
+#include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "checkpoint/shards.hpp"
 #include "helpers.hpp"
@@ -146,4 +148,81 @@ TEST_CASE("bad checkpoints are clear errors", "[checkpoint][mp]") {
     CHECK(r.code != 0);
     CHECK(r.output.find(dir.file("afile")) != std::string::npos);
   }
+}
+
+namespace {
+
+// An independent safetensors reader, from the format's specification: 8-byte little-endian
+// header length, a JSON header {name: {dtype, shape, data_offsets}}, then the raw data.
+struct SafeTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+std::map<std::string, SafeTensor> read_safetensors(const std::string& path) {
+  const std::string bytes = testing::read_file(path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  const std::string header = bytes.substr(8, n);
+  const std::string data = bytes.substr(8 + n);
+  std::map<std::string, SafeTensor> out;
+  std::regex entry(R"re("([^"]+)":\{"dtype":"F32","shape":\[([0-9,]*)\],"data_offsets":\[([0-9]+),([0-9]+)\]\})re");
+  for (auto it = std::sregex_iterator(header.begin(), header.end(), entry); it != std::sregex_iterator(); ++it) {
+    SafeTensor t;
+    std::stringstream dims((*it)[2].str());
+    for (std::string d; std::getline(dims, d, ',');) t.shape.push_back(std::stoll(d));
+    const size_t begin = std::stoull((*it)[3].str()), end = std::stoull((*it)[4].str());
+    t.values.resize((end - begin) / 4);
+    std::memcpy(t.values.data(), data.data() + begin, end - begin);
+    out[(*it)[1].str()] = std::move(t);
+  }
+  return out;
+}
+
+at::Tensor as_tensor(const SafeTensor& t) {
+  return at::from_blob(const_cast<float*>(t.values.data()), t.shape, at::kFloat).clone();
+}
+
+}  // namespace
+
+TEST_CASE("export writes Hugging Face GPT-2 tensors that an independent reader parses back", "[checkpoint][export][mp]") {
+  testing::TempDir dir;
+  train_ckpt({1, 2, 2}, dir.file("ckpt"), dir.file("d"), {"train.steps=2"});
+  const std::string step = dir.file("ckpt") + "/" + latest_name(dir.file("ckpt"));
+  auto r = testing::trainer({"export", "--checkpoint", step, "--output", dir.file("model.safetensors")});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto st = read_safetensors(dir.file("model.safetensors"));
+  const auto full = trainer::checkpoint::read_full(step);
+  CHECK(st.size() == 4 * 12 + 4);  // 12 tensors per block, wte, wpe, ln_f weight and bias
+  REQUIRE(st.count("transformer.wte.weight"));
+  CHECK((st.at("transformer.wte.weight").shape == std::vector<int64_t>{256, 64}));
+  CHECK(at::equal(as_tensor(st.at("transformer.wte.weight")), full.at("embedding.weight").narrow(0, 0, 256)));
+  CHECK(at::equal(as_tensor(st.at("transformer.wpe.weight")), full.at("position_embedding.weight")));
+  CHECK(at::equal(as_tensor(st.at("transformer.ln_f.weight")), full.at("final_norm.weight")));
+  // Conv1D layout [in, out]; c_attn columns are q of every head, then k, then v.
+  at::Tensor qkv = full.at("layers.1.attn.qkv.weight");  // rows [head][q|k|v][d]
+  at::Tensor c_attn = as_tensor(st.at("transformer.h.1.attn.c_attn.weight"));
+  CHECK((st.at("transformer.h.1.attn.c_attn.weight").shape == std::vector<int64_t>{64, 192}));
+  const int64_t d = 16;  // head dim
+  CHECK(at::equal(c_attn.narrow(1, 64 + 2 * d, d).t(), qkv.narrow(0, 2 * 3 * d + d, d)));  // k of head 2
+  CHECK(at::equal(as_tensor(st.at("transformer.h.0.mlp.c_fc.weight")), full.at("layers.0.mlp.fc1.weight").t()));
+  CHECK(at::equal(as_tensor(st.at("transformer.h.3.mlp.c_proj.bias")), full.at("layers.3.mlp.fc2.bias")));
+}
+
+TEST_CASE("generate samples from a checkpoint deterministically", "[checkpoint][generate][mp]") {
+  testing::TempDir dir;
+  train_ckpt({2, 2, 1}, dir.file("ckpt"), dir.file("d"), {"train.steps=2"});
+  auto greedy = testing::trainer({"generate", "--checkpoint", dir.file("ckpt"), "--prompt", "hello", "--max-new-tokens", "12", "--temperature", "0"});
+  auto again = testing::trainer({"generate", "--checkpoint", dir.file("ckpt"), "--prompt", "hello", "--max-new-tokens", "12", "--temperature", "0"});
+  auto sampled = testing::trainer({"generate", "--checkpoint", dir.file("ckpt"), "--prompt", "hello", "--max-new-tokens", "12", "--top-k", "5", "--seed", "3"});
+  INFO(greedy.output);
+  REQUIRE(greedy.code == 0);
+  CHECK(greedy.output.rfind("hello", 0) == 0);
+  CHECK(greedy.output == again.output);
+  CHECK(sampled.code == 0);
+  CHECK(sampled.output.rfind("hello", 0) == 0);
+  auto missing = testing::trainer({"generate", "--checkpoint", dir.file("nothing-here")});
+  CHECK(missing.code != 0);
+  CHECK(missing.output.find(dir.file("nothing-here")) != std::string::npos);
 }

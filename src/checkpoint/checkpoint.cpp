@@ -124,43 +124,64 @@ std::string save(const Config& cfg, dist::Comm& comm, const std::vector<model::P
   return final_dir;
 }
 
-TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
-                optim::AdamW& optimizer, dist::DataParallel& dp) {
+// Full tensors of `names` from the checkpoint, after checking the model matches.
+std::map<std::string, at::Tensor> load_full(const std::string& dir, const Config& cfg,
+                                            const std::set<std::string>& names) {
   if (!fs::is_directory(dir)) throw std::runtime_error("checkpoint directory " + dir + " does not exist");
   check_same_model(dir, cfg);
+  return assemble(read_all_pieces(dir), &names);
+}
+
+namespace {
+
+// This rank's part of the full tensor `name` (flattened), for parameter `p` at this layout.
+at::Tensor local_flat(const std::map<std::string, at::Tensor>& full, const std::string& dir,
+                      const std::string& name, const model::Param& p) {
+  auto it = full.find(name);
+  if (it == full.end()) throw std::runtime_error("checkpoint " + dir + " has no tensor '" + name + "'");
+  at::Tensor t = in_full_shape(it->second, p.info);
+  if (p.info.shard_dim >= 0) t = t.narrow(p.info.shard_dim, p.info.shard_offset, p.tensor.size(p.info.shard_dim));
+  return t.reshape({-1});
+}
+
+}  // namespace
+
+void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params) {
+  std::set<std::string> names;
+  for (const auto& p : params) names.insert(p.info.name);
+  const auto full = load_full(dir, cfg, names);
+  at::NoGradGuard no_grad;
+  for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
+}
+
+TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
+                optim::AdamW& optimizer, dist::DataParallel& dp) {
   YAML::Node meta;
   try {
     meta = YAML::LoadFile(dir + "/meta.yaml");
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot read " + dir + "/meta.yaml: " + e.what());
   }
-  std::set<std::string> wanted;
+  std::set<std::string> names;
   for (const auto& p : params)
-    for (const char* suffix : {"", ".exp_avg", ".exp_avg_sq"}) wanted.insert(p.info.name + suffix);
-  const auto full = assemble(read_all_pieces(dir), &wanted);
-  auto shard_of = [&](const std::string& name, const model::Param& p) {
-    auto it = full.find(name);
-    if (it == full.end()) throw std::runtime_error("checkpoint " + dir + " has no tensor '" + name + "'");
-    at::Tensor t = in_full_shape(it->second, p.info);
-    if (p.info.shard_dim >= 0) t = t.narrow(p.info.shard_dim, p.info.shard_offset, p.tensor.size(p.info.shard_dim));
-    return t.reshape({-1});
-  };
-  for (auto& p : params) {
+    for (const char* suffix : {"", ".exp_avg", ".exp_avg_sq"}) names.insert(p.info.name + suffix);
+  const auto full = load_full(dir, cfg, names);
+  {
     at::NoGradGuard no_grad;
-    p.tensor.copy_(shard_of(p.info.name, p).view(p.tensor.sizes()));
+    for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
   }
+  // The moments: the part of each parameter inside this rank's optimizer shard.
   auto& buckets = dp.buckets();
   for (size_t i = 0; i < buckets.size(); ++i) {
     auto& b = buckets[i];
-    optimizer.exp_avg()[i].zero_();
-    optimizer.exp_avg_sq()[i].zero_();
     for (const auto& s : b.segments) {
       const int64_t begin = std::max(b.shard_begin, s.offset);
       const int64_t end = std::min(b.shard_begin + b.shard_numel, s.offset + s.numel);
       if (begin >= end) continue;
       const int64_t at = begin - b.shard_begin, n = end - begin;
-      optimizer.exp_avg()[i].narrow(0, at, n).copy_(shard_of(s.param->info.name + ".exp_avg", *s.param).narrow(0, begin - s.offset, n));
-      optimizer.exp_avg_sq()[i].narrow(0, at, n).copy_(shard_of(s.param->info.name + ".exp_avg_sq", *s.param).narrow(0, begin - s.offset, n));
+      const std::string& name = s.param->info.name;
+      optimizer.exp_avg()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg", *s.param).narrow(0, begin - s.offset, n));
+      optimizer.exp_avg_sq()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg_sq", *s.param).narrow(0, begin - s.offset, n));
     }
   }
   optimizer.set_steps_taken(meta["adam_steps"].as<int>());

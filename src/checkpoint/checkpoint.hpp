@@ -11,7 +11,11 @@
 // the pieces (checksummed) and keeps this rank's shard, so the layout may change between runs.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +44,12 @@ std::string save(const Config& cfg, dist::Comm& comm, const std::vector<model::P
 // same architecture (the parallel layout may differ). All ranks call it.
 TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
                 optim::AdamW& optimizer, dist::DataParallel& dp);
+
+// Loads only the parameters (e.g. for generation or export at another layout).
+void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params);
+// Full tensors of `names` (parameters, or "<name>.exp_avg"...), checking the model matches.
+std::map<std::string, at::Tensor> load_full(const std::string& dir, const Config& cfg,
+                                            const std::set<std::string>& names);
 
 // Removes leftovers of interrupted saves (rank 0, before training).
 void remove_partial_saves(const std::string& root);

@@ -20,6 +20,8 @@
 #include "dist/launcher.hpp"
 #include "model/flops.hpp"
 #include "pipeline/schedule.hpp"
+#include "checkpoint/export.hpp"
+#include "train/generate.hpp"
 #include "train/trainer.hpp"
 
 namespace trainer::cli {
@@ -223,6 +225,22 @@ int main(int argc, char** argv) {
   verify->add_option("--steps", verify_steps, "steps per layout (default: train.steps)");
   verify->add_option("--tolerance", tolerance, "largest allowed relative loss difference");
 
+  auto* exp = app.add_subcommand("export", "write a checkpoint's full model as one safetensors file");
+  std::string export_dir, export_out;
+  exp->add_option("--checkpoint", export_dir, "checkpoint step directory")->required();
+  exp->add_option("--output", export_out, "output .safetensors file")->required();
+
+  auto* gen = app.add_subcommand("generate", "sample text from a checkpoint");
+  GenerateOptions gopts;
+  gen->add_option("--checkpoint", gopts.checkpoint, "checkpoint step directory or checkpoint.dir")->required();
+  gen->add_option("--prompt", gopts.prompt, "text to continue");
+  gen->add_option("--max-new-tokens", gopts.max_new_tokens, "tokens to generate");
+  gen->add_option("--temperature", gopts.temperature, "sampling temperature; 0 = greedy");
+  gen->add_option("--top-k", gopts.top_k, "sample among the k most likely tokens; 0 = all");
+  gen->add_option("--seed", gopts.seed, "sampling seed");
+  gen->add_option("--vocab-file", gopts.vocab_file, "GPT-2 encoder.json (default: byte-level tokens)");
+  gen->add_option("--merges-file", gopts.merges_file, "GPT-2 vocab.bpe");
+
   auto* keys = app.add_subcommand("config-keys", "print every config key as a Markdown table");
 
   auto* prepare = app.add_subcommand("prepare-data", "tokenize text into a Megatron .bin/.idx dataset");
@@ -248,6 +266,15 @@ int main(int argc, char** argv) {
     if (*check) return cmd_check_config(config_path, sets, check_world);
     if (*verify) return cmd_verify(config_path, sets, layouts, verify_steps, tolerance);
     if (*keys) return cmd_config_keys();
+    if (*exp) {
+      const int n = checkpoint::export_safetensors(export_dir, export_out);
+      std::cout << "wrote " << n << " tensors to " << export_out << std::endl;
+      return 0;
+    }
+    if (*gen) {
+      std::cout << generate(gopts) << std::endl;
+      return 0;
+    }
     if (*prepare) return data::prepare_data(popts);
     if (*launch) {
       lopts.args = command;

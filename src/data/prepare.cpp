@@ -6,11 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -25,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// A batch is tokenized by all threads at once and then written; batches bound the memory.
+// A batch is read, tokenized by all threads at once, then written; batches bound the memory.
 constexpr size_t kBatchBytes = 16 << 20;
 constexpr size_t kBatchDocuments = 4096;
 
@@ -135,24 +137,75 @@ class DocumentReader {
   size_t line_ = 0;
 };
 
-// Tokenizes a batch with `workers` threads, each taking the next document in turn; results
-// land at their document's index, so the order is the input's.
+// Threads that live for the whole run (so each keeps its tokenizer cache from batch to batch).
+// run() hands out indices [0, n) one at a time to them and to the calling thread.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int workers) {
+    for (int w = 1; w < workers; ++w) threads_.emplace_back([this] { loop(); });
+  }
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  void run(size_t n, const std::function<void(size_t)>& job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      n_ = n;
+      next_ = 0;
+      busy_ = threads_.size();
+      ++generation_;
+    }
+    wake_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return busy_ == 0; });
+  }
+
+ private:
+  void work() {
+    for (size_t i; (i = next_++) < n_;) (*job_)(i);
+  }
+  void loop() {
+    for (size_t seen = 0;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      work();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t n_ = 0, busy_ = 0, generation_ = 0;
+  std::atomic<size_t> next_{0};
+  bool stop_ = false;
+};
+
+// Tokenizes a batch on the pool; results land at their document's index, so the order is the
+// input's whichever thread finishes first.
 std::vector<std::vector<std::int32_t>> encode_batch(const Tokenizer& tokenizer, std::vector<std::string>& docs,
-                                                    bool append_eod, int workers, Stats& stats) {
+                                                    bool append_eod, WorkerPool& pool, Stats& stats) {
   std::vector<std::vector<std::int32_t>> ids(docs.size());
   std::vector<size_t> replaced(docs.size(), 0);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next++) < docs.size();) {
-      replaced[i] = sanitize_utf8(docs[i]);
-      ids[i] = tokenizer.encode(docs[i]);
-      if (append_eod) ids[i].push_back(tokenizer.eod_id());
-    }
-  };
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < std::min(static_cast<size_t>(workers), docs.size()); ++w) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
+  pool.run(docs.size(), [&](size_t i) {
+    replaced[i] = sanitize_utf8(docs[i]);
+    ids[i] = tokenizer.encode(docs[i]);
+    if (append_eod) ids[i].push_back(tokenizer.eod_id());
+  });
   for (size_t r : replaced) stats.replaced += r;
   return ids;
 }
@@ -237,7 +290,7 @@ size_t validation_count(size_t documents, double fraction) {
 void print_summary(const PrepareOptions& o, const Tokenizer& tokenizer, TokenType type, const Stats& s, int workers) {
   const double seconds = std::max(s.seconds, 1e-9);
   std::printf("prepare-data: %zu documents (%zu empty skipped) from %zu files, %.2f MB of text -> %lld tokens in %.2f s "
-              "(%.2f MB/s, %.0f tokens/s, %d workers)\n",
+              "(%.2f MB/s, %.0f tokens/s, threads: %d)\n",
               s.documents, s.empty, s.files, s.bytes / 1e6, static_cast<long long>(s.tokens), seconds,
               s.bytes / 1e6 / seconds, s.tokens / seconds, workers);
   std::printf("prepare-data: invalid UTF-8 sequences replaced by U+FFFD: %zu\n", s.replaced);
@@ -268,9 +321,10 @@ void run(const PrepareOptions& o) {
   IndexedDatasetWriter train(out.temp_for(train_prefix + ".bin"), type);
   Stats stats;
   {
+    WorkerPool pool(workers);
     Progress progress;
     for (auto docs = reader.next_batch(stats); !docs.empty(); docs = reader.next_batch(stats)) {
-      for (const auto& ids : encode_batch(*tokenizer, docs, o.append_eod, workers, stats)) {
+      for (const auto& ids : encode_batch(*tokenizer, docs, o.append_eod, pool, stats)) {
         train.add_document(ids);
         stats.tokens += static_cast<std::int64_t>(ids.size());
       }

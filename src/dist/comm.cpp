@@ -38,17 +38,29 @@ double seconds_since(Clock::time_point t0) {
 
 std::int64_t nbytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
 
-// Runs `op`, charging its time and bytes to the group, and names the group on failure.
+// The ranks this process may have lost contact with when an operation of `g` fails.
+std::string peers_of(const Group& g) {
+  std::string out;
+  for (int i = 0; i < g.size(); ++i)
+    if (i != g.index()) out += (out.empty() ? "" : ",") + std::to_string(g.members()[i]);
+  return out;
+}
+
+[[noreturn]] void fail(const Group& g, const char* what, const std::string& why) {
+  throw std::runtime_error(std::string(what) + " on group " + g.describe() + " failed (peer rank " +
+                           peers_of(g) + " dead, hung or too slow?): " + why);
+}
+
+// Runs `op`, charging its time and bytes to the group, and names the group and peers on failure.
 template <typename Fn>
 void timed(Group& g, const char* what, std::int64_t bytes, Fn&& op) {
   const auto t0 = Clock::now();
   try {
     op();
   } catch (const c10::Error& e) {
-    throw std::runtime_error(std::string(what) + " on group " + g.describe() + " failed: " +
-                             e.what_without_backtrace());
+    fail(g, what, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    throw std::runtime_error(std::string(what) + " on group " + g.describe() + " failed: " + e.what());
+    fail(g, what, e.what());
   }
   g.stats().seconds += seconds_since(t0);
   g.stats().bytes += bytes;
