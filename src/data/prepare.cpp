@@ -34,7 +34,7 @@ constexpr size_t kBatchDocuments = 4096;
 struct Stats {
   size_t files = 0, documents = 0, empty = 0, replaced = 0;
   std::int64_t bytes = 0, tokens = 0;
-  double seconds = 0;  // reading and tokenizing
+  double seconds = 0;  // reading, tokenizing and writing the .bin
 };
 
 bool is_jsonl(const fs::path& path) { return path.extension() == ".jsonl" || path.extension() == ".json"; }

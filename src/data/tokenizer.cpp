@@ -2,7 +2,7 @@
 
 #include <array>
 #include <atomic>
-#include <climits>
+#include <functional>
 #include <queue>
 #include <sstream>
 #include <unordered_map>
@@ -202,12 +202,13 @@ class Gpt2Tokenizer : public Tokenizer {
       throw DataError(path + ": " + e.what());
     }
     // Each token's bytes, for decoding: every character must be one of the 256 byte symbols.
-    std::int32_t size = 0;
-    for (const auto& [token, id] : encoder_) size = std::max(size, id + 1);
-    token_bytes_.assign(size, {});
-    std::vector<bool> seen(size, false);
+    // Ids must be 0..N-1, each once (so the vocabulary size is N).
+    token_bytes_.assign(encoder_.size(), {});
+    std::vector<bool> seen(encoder_.size(), false);
     for (const auto& [token, id] : encoder_) {
-      if (seen[id]) throw DataError(path + ": id " + std::to_string(id) + " is used by two tokens");
+      if (static_cast<size_t>(id) >= encoder_.size() || seen[id])
+        throw DataError(path + ": token '" + token + "' has id " + std::to_string(id) + "; ids must be 0.." +
+                        std::to_string(encoder_.size() - 1) + ", each used once");
       seen[id] = true;
       for (size_t i = 0; i < token.size();) {
         const CodePoint c = decode_at(token, i);
