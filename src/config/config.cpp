@@ -194,6 +194,8 @@ const std::vector<Field>& schema() {
       field("data.source", &C::data, &DataConfig::source, "where samples come from",
             {"synthetic", "tokens"}),
       field("data.path", &C::data, &DataConfig::path, "raw uint16 token file (data.source=tokens)"),
+      field("data.valid_path", &C::data, &DataConfig::valid_path,
+            "validation token file (data.source=tokens, with train.eval_interval)"),
       field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir,
             "checkpoint directory; empty = no checkpoints"),
       field("checkpoint.interval", &C::checkpoint, &CheckpointConfig::interval,
@@ -425,7 +427,13 @@ void validate(const Config& cfg, int world_size) {
     if (!std::filesystem::is_regular_file(cfg.data.path))
       invalid("data.path", cfg.data.path, "file does not exist",
               "check the path or prepare the data first");
+    if (cfg.train.eval_interval > 0 && !std::filesystem::is_regular_file(cfg.data.valid_path))
+      invalid("data.valid_path", cfg.data.valid_path.empty() ? "\"\"" : cfg.data.valid_path,
+              "train.eval_interval > 0 needs a validation file", "set data.valid_path or train.eval_interval=0");
   }
+  if (cfg.train.eval_interval < 0)
+    invalid("train.eval_interval", show(cfg.train.eval_interval), "must be >= 0", "use 0 to disable");
+  if (cfg.train.eval_interval > 0) positive("train.eval_iters", cfg.train.eval_iters);
 #ifndef TRAINER_WITH_CUDA
   if (cfg.runtime.device == "cuda")
     invalid("runtime.device", "cuda", "this build of trainer has no CUDA support",

@@ -67,6 +67,7 @@ struct TrainConfig {
 struct DataConfig {
   std::string source = "synthetic";  // synthetic | tokens (raw uint16 token file)
   std::string path;
+  std::string valid_path;  // validation data (data.source=tokens)
 };
 
 struct CheckpointConfig {

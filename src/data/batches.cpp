@@ -91,10 +91,17 @@ class TokenFileSource : public BatchSource {
 
 }  // namespace
 
-std::unique_ptr<BatchSource> make_source(const Config& cfg, std::int64_t seed_offset) {
-  const std::uint64_t seed = model::seed_for(cfg.runtime.seed + seed_offset, "data");
+std::unique_ptr<BatchSource> make_source(const Config& cfg) {
+  const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "data");
   if (cfg.data.source == "tokens")
     return std::make_unique<TokenFileSource>(cfg.data.path, seed, cfg.model.vocab_size, cfg.model.seq_len);
+  return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
+}
+
+std::unique_ptr<BatchSource> make_validation_source(const Config& cfg) {
+  const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "validation");
+  if (cfg.data.source == "tokens")
+    return std::make_unique<TokenFileSource>(cfg.data.valid_path, seed, cfg.model.vocab_size, cfg.model.seq_len);
   return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
 }
 

@@ -22,7 +22,9 @@ class BatchSource {
 // "synthetic": each sample is an arithmetic sequence (start + k * t) mod vocab with a random
 // start and stride, so a model can learn it from context and the loss visibly falls.
 // "tokens": windows of a raw uint16 token file (nanoGPT layout), memory-mapped.
-std::unique_ptr<BatchSource> make_source(const Config& cfg, std::int64_t seed_offset = 0);
+std::unique_ptr<BatchSource> make_source(const Config& cfg);
+// Validation samples: the synthetic stream under another seed, or data.valid_path.
+std::unique_ptr<BatchSource> make_validation_source(const Config& cfg);
 
 // This DP rank's microbatches of the global batch of `step`.
 std::vector<pipeline::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,

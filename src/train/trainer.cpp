@@ -56,6 +56,17 @@ std::vector<int> my_chunks(const Config& cfg, int stage) {
   return ids;
 }
 
+// Mean validation loss over train.eval_iters global batches (known on the last stage).
+double evaluate(const Config& cfg, dist::Comm& comm, pipeline::Runner& runner,
+                const data::BatchSource& source, double loss_scale) {
+  double total = 0;
+  for (int i = 0; i < cfg.train.eval_iters; ++i)
+    total += runner.eval_step(data::local_microbatches(source, cfg, i, comm.coord().dp), loss_scale);
+  at::Tensor loss = at::full({1}, total / cfg.train.eval_iters, at::kDouble);
+  if (runner.holds_loss()) dist::all_reduce(comm.dp(), loss);
+  return loss.item<double>();
+}
+
 }  // namespace
 
 int threads_for(const Config& cfg, const dist::JobEnv& job) {
@@ -81,6 +92,8 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
   optim::AdamW optimizer(cfg.optim, dp, comm);
   pipeline::Runner runner(cfg, model, comm);
   auto source = data::make_source(cfg);
+  // Validation samples: a held-out stream (synthetic) or data.valid_path.
+  auto valid_source = cfg.train.eval_interval > 0 ? data::make_validation_source(cfg) : nullptr;
 
   const int microbatches = num_microbatches(cfg);
   const double tokens_per_step = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
@@ -158,6 +171,10 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
                 dp.launched_in_backward(), static_cast<int>(dp.buckets().size()));
     if (losses.is_open()) losses << std::setprecision(17) << loss.item<double>() << ' ' << norm << '\n';
     state.step = step + 1;
+    if (valid_source && (state.step % cfg.train.eval_interval == 0 || state.step == cfg.train.steps)) {
+      const double eval_loss = evaluate(cfg, comm, runner, *valid_source, loss_scale);
+      logger.eval(state.step, eval_loss);
+    }
     // 6. checkpoint on schedule, or on a stop signal (then leave cleanly)
     if (state.step == opts.exit_after && state.step < cfg.train.steps) {
       save("--exit-after");
