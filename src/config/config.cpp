@@ -191,11 +191,13 @@ const std::vector<Field>& schema() {
             "steps between validation runs; 0 = never"),
       field("train.eval_iters", &C::train, &TrainConfig::eval_iters,
             "global batches per validation run"),
-      field("data.source", &C::data, &DataConfig::source, "where samples come from",
-            {"synthetic", "tokens"}),
-      field("data.path", &C::data, &DataConfig::path, "raw uint16 token file (data.source=tokens)"),
+      field("data.source", &C::data, &DataConfig::source,
+            "where samples come from: synthetic stream, Megatron .bin/.idx prefix, raw uint16 tokens",
+            {"synthetic", "indexed", "tokens"}),
+      field("data.path", &C::data, &DataConfig::path,
+            "training data: .bin/.idx prefix (indexed) or token file (tokens)"),
       field("data.valid_path", &C::data, &DataConfig::valid_path,
-            "validation token file (data.source=tokens, with train.eval_interval)"),
+            "validation data, same kind as data.path (with train.eval_interval)"),
       field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir,
             "checkpoint directory; empty = no checkpoints"),
       field("checkpoint.interval", &C::checkpoint, &CheckpointConfig::interval,
@@ -420,16 +422,18 @@ void validate(const Config& cfg, int world_size) {
   positive("optim.bucket_mb", cfg.optim.bucket_mb);
   if (cfg.runtime.threads < 0)
     invalid("runtime.threads", show(cfg.runtime.threads), "must be >= 0", "use 0 for automatic");
-  if (cfg.data.source == "tokens") {
-    if (cfg.data.path.empty())
-      invalid("data.path", "\"\"", "data.source=tokens needs a token file",
-              "set data.path to a uint16 token file");
-    if (!std::filesystem::is_regular_file(cfg.data.path))
-      invalid("data.path", cfg.data.path, "file does not exist",
-              "check the path or prepare the data first");
-    if (cfg.train.eval_interval > 0 && !std::filesystem::is_regular_file(cfg.data.valid_path))
-      invalid("data.valid_path", cfg.data.valid_path.empty() ? "\"\"" : cfg.data.valid_path,
-              "train.eval_interval > 0 needs a validation file", "set data.valid_path or train.eval_interval=0");
+  if (cfg.data.source != "synthetic") {
+    // An indexed dataset is named by its prefix; check the .idx that must sit beside it.
+    const std::string suffix = cfg.data.source == "indexed" ? ".idx" : "";
+    auto check_file = [&](const std::string& key, const std::string& path) {
+      if (path.empty())
+        invalid(key, "\"\"", "data.source=" + cfg.data.source + " needs a path",
+                "set " + key + " (see trainer prepare-data)");
+      if (!std::filesystem::is_regular_file(path + suffix))
+        invalid(key, path, "file " + path + suffix + " does not exist", "check the path or prepare the data first");
+    };
+    check_file("data.path", cfg.data.path);
+    if (cfg.train.eval_interval > 0) check_file("data.valid_path", cfg.data.valid_path);
   }
   if (cfg.train.eval_interval < 0)
     invalid("train.eval_interval", show(cfg.train.eval_interval), "must be >= 0", "use 0 to disable");

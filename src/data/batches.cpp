@@ -2,12 +2,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <map>
 #include <stdexcept>
+
+#include "data/common.hpp"
+#include "data/indexed_dataset.hpp"
 
 #include "model/params.hpp"
 
@@ -41,38 +41,34 @@ class SyntheticSource : public BatchSource {
   int vocab_, len_;
 };
 
-class TokenFileSource : public BatchSource {
+// Fixed windows of seq_len + 1 tokens over a token stream (every document back to back, with
+// its end-of-document token if the data was prepared with one). Window w covers tokens
+// [w * seq_len, w * seq_len + seq_len], so consecutive windows share one token and every token
+// is a target once per epoch. Sample i of the run is window perm_epoch[i % N] of epoch i / N,
+// where perm_epoch is a permutation drawn from (seed, epoch): a pure function of the index.
+class WindowSource : public BatchSource {
  public:
-  TokenFileSource(const std::string& path, std::uint64_t seed, int vocab, int seq_len)
-      : seed_(seed), len_(seq_len + 1) {
-    fd_ = open(path.c_str(), O_RDONLY);
-    struct stat st {};
-    if (fd_ < 0 || fstat(fd_, &st) != 0) throw std::runtime_error("cannot open token file " + path);
-    tokens_ = static_cast<std::int64_t>(st.st_size) / 2;
-    if (tokens_ <= len_)
-      throw std::runtime_error("token file " + path + " holds " + std::to_string(tokens_) +
-                               " tokens, fewer than one sample of " + std::to_string(len_));
-    map_ = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd_, 0);
-    if (map_ == MAP_FAILED) throw std::runtime_error("cannot mmap token file " + path);
-    bytes_ = static_cast<size_t>(st.st_size);
-    vocab_ = vocab;
-    path_ = path;
+  WindowSource(std::shared_ptr<void> owner, TokenSpan tokens, std::string file, std::uint64_t seed,
+               int vocab, int seq_len)
+      : owner_(std::move(owner)), tokens_(tokens), file_(std::move(file)), seed_(seed), vocab_(vocab), seq_len_(seq_len) {
+    windows_ = (static_cast<std::int64_t>(tokens_.length) - 1) / seq_len_;
+    if (windows_ < 1)
+      throw DataError(file_ + " holds " + std::to_string(tokens_.length) + " tokens, fewer than one sample of " +
+                      std::to_string(seq_len_ + 1) + " (model.seq_len + 1)");
   }
-  ~TokenFileSource() override {
-    if (map_ && map_ != MAP_FAILED) munmap(map_, bytes_);
-    if (fd_ >= 0) close(fd_);
-  }
+
   at::Tensor samples(std::int64_t first, std::int64_t count) const override {
-    const auto* data = static_cast<const std::uint16_t*>(map_);
-    at::Tensor out = at::empty({count, len_}, at::kLong);
+    at::Tensor out = at::empty({count, seq_len_ + 1}, at::kLong);
     auto acc = out.accessor<int64_t, 2>();
     for (std::int64_t i = 0; i < count; ++i) {
-      const std::int64_t start = static_cast<std::int64_t>(mix(seed_, first + i) % (tokens_ - len_));
-      for (int t = 0; t < len_; ++t) {
-        const int id = data[start + t];
-        if (id >= vocab_)
-          throw std::runtime_error("token file " + path_ + " has token id " + std::to_string(id) +
-                                   " >= model.vocab_size " + std::to_string(vocab_));
+      const std::int64_t index = first + i;
+      const std::int64_t window = permutation(index / windows_)[index % windows_];
+      const std::int64_t start = window * seq_len_;
+      for (int t = 0; t <= seq_len_; ++t) {
+        const std::int64_t id = tokens_[static_cast<size_t>(start + t)];
+        if (id < 0 || id >= vocab_)
+          throw DataError(file_ + ": token id " + std::to_string(id) + " at position " + std::to_string(start + t) +
+                          " is outside model.vocab_size " + std::to_string(vocab_));
         acc[i][t] = id;
       }
     }
@@ -80,28 +76,49 @@ class TokenFileSource : public BatchSource {
   }
 
  private:
+  const std::vector<std::int64_t>& permutation(std::int64_t epoch) const {
+    auto it = permutations_.find(epoch);
+    if (it != permutations_.end()) return it->second;
+    if (permutations_.size() > 2) permutations_.clear();  // only the current epochs are needed
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(seed_, epoch));
+    at::Tensor perm = at::randperm(windows_, gen, at::kLong);
+    std::vector<std::int64_t> order(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + windows_);
+    return permutations_.emplace(epoch, std::move(order)).first->second;
+  }
+
+  std::shared_ptr<void> owner_;  // keeps the memory map alive
+  TokenSpan tokens_;
+  std::string file_;
   std::uint64_t seed_;
-  int len_, vocab_ = 0;
-  int fd_ = -1;
-  void* map_ = nullptr;
-  size_t bytes_ = 0;
-  std::int64_t tokens_ = 0;
-  std::string path_;
+  int vocab_, seq_len_;
+  std::int64_t windows_ = 0;
+  mutable std::map<std::int64_t, std::vector<std::int64_t>> permutations_;
 };
+
+std::unique_ptr<BatchSource> window_source(const Config& cfg, const std::string& path, std::uint64_t seed) {
+  if (cfg.data.source == "indexed") {
+    auto ds = std::make_shared<IndexedDataset>(path);
+    // Megatron writes every document back to back: the whole .bin is one token stream.
+    TokenSpan all = ds->num_documents() ? ds->document(0) : TokenSpan{};
+    all.length = static_cast<size_t>(ds->num_tokens());
+    return std::make_unique<WindowSource>(ds, all, path + ".bin", seed, cfg.model.vocab_size, cfg.model.seq_len);
+  }
+  auto file = std::make_shared<MappedFile>(path);  // raw uint16 tokens, nanoGPT's layout
+  TokenSpan all{file->data(), file->size() / 2, TokenType::kUInt16};
+  return std::make_unique<WindowSource>(file, all, path, seed, cfg.model.vocab_size, cfg.model.seq_len);
+}
 
 }  // namespace
 
 std::unique_ptr<BatchSource> make_source(const Config& cfg) {
   const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "data");
-  if (cfg.data.source == "tokens")
-    return std::make_unique<TokenFileSource>(cfg.data.path, seed, cfg.model.vocab_size, cfg.model.seq_len);
+  if (cfg.data.source != "synthetic") return window_source(cfg, cfg.data.path, seed);
   return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
 }
 
 std::unique_ptr<BatchSource> make_validation_source(const Config& cfg) {
   const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "validation");
-  if (cfg.data.source == "tokens")
-    return std::make_unique<TokenFileSource>(cfg.data.valid_path, seed, cfg.model.vocab_size, cfg.model.seq_len);
+  if (cfg.data.source != "synthetic") return window_source(cfg, cfg.data.valid_path, seed);
   return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
 }
 
