@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "checkpoint/shards.hpp"
+#include "dist/launcher.hpp"
 #include "helpers.hpp"
 #include "catch_torch.hpp"
 
@@ -225,4 +226,38 @@ TEST_CASE("generate samples from a checkpoint deterministically", "[checkpoint][
   auto missing = testing::trainer({"generate", "--checkpoint", dir.file("nothing-here")});
   CHECK(missing.code != 0);
   CHECK(missing.output.find(dir.file("nothing-here")) != std::string::npos);
+}
+
+TEST_CASE("kill -9 of a rank in the middle of a save leaves latest on a loadable checkpoint", "[checkpoint][mp]") {
+  testing::TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  const int port = trainer::dist::free_port();
+  // A model big enough that a save takes a while (~40 MB per rank), saved after every step.
+  const std::string train = testing::trainer_bin() + " train " + testing::source_dir() + "/configs/tiny.yaml" +
+      " --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1 --set model.hidden=256 --set model.ffn=1024"
+      " --set train.steps=1000 --set checkpoint.interval=1 --set runtime.collective_timeout_s=10"
+      " --set checkpoint.dir=" + ckpt;
+  const std::string script =
+      "export WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + "\n"
+      "RANK=0 " + train + " > " + dir.file("r0.log") + " 2>&1 & p0=$!\n"
+      "RANK=1 " + train + " > " + dir.file("r1.log") + " 2>&1 & p1=$!\n"
+      "for i in $(seq 3000); do [ -f " + ckpt + "/latest ] && break; sleep 0.01; done\n"
+      // now catch a save in progress: its temporary directory exists
+      "for i in $(seq 5000); do ls -d " + ckpt + "/*.tmp >/dev/null 2>&1 && break; sleep 0.002; done\n"
+      "kill -9 $p1; ls -d " + ckpt + "/*.tmp > " + dir.file("tmp_at_kill") + " 2>/dev/null\n"
+      "wait $p0; echo rank0=$?\n";
+  testing::write_file(dir.file("run.sh"), script);
+  auto r = testing::run("sh " + dir.file("run.sh"), 120);
+  INFO(r.output << testing::read_file(dir.file("r0.log")));
+  CHECK(r.output.find("rank0=0") == std::string::npos);             // the survivor noticed and failed
+  CHECK(!testing::read_file(dir.file("tmp_at_kill")).empty());       // the kill hit a save in progress
+  const std::string latest = latest_name(ckpt);
+  const int step = std::stoi(latest.substr(5));
+  REQUIRE(step >= 1);
+  // The checkpoint `latest` names is complete and loads; training continues from it.
+  auto resumed = testing::train_layout(2, 1, 1, dir.file("d"), {"model.hidden=256", "model.ffn=1024", "train.steps=1000",
+                                                               "checkpoint.dir=" + ckpt}, {"--exit-after", std::to_string(step + 1)});
+  INFO(resumed.output);
+  CHECK(resumed.code == 0);
+  CHECK(resumed.output.find("resumed from " + ckpt + "/" + latest) != std::string::npos);
 }

@@ -108,3 +108,28 @@ TEST_CASE("a token id outside the vocabulary is a clear error naming the file", 
   CHECK(r.output.find(dir.file("text_train") + ".bin") != std::string::npos);
   CHECK(r.output.find("outside model.vocab_size 100") != std::string::npos);
 }
+
+TEST_CASE("a weighted blend of datasets gives each its share", "[loader]") {
+  testing::TempDir dir;
+  testing::write_file(dir.file("a.txt"), std::string(5000, 'a'));
+  testing::write_file(dir.file("b.txt"), std::string(5000, 'b'));
+  for (const char* name : {"a", "b"})
+    REQUIRE(testing::trainer({"prepare-data", "--input", dir.file(std::string(name) + ".txt"), "--tokenizer", "byte",
+                              "--output", dir.file(name)}).code == 0);
+  trainer::Config cfg = trainer::load_config(
+      testing::source_dir() + "/configs/tiny.yaml",
+      {"data.source=indexed", "model.vocab_size=257",
+       "data.paths=[{path: " + dir.file("a") + ", weight: 3}, {path: " + dir.file("b") + ", weight: 1}]"});
+  REQUIRE_NOTHROW(trainer::validate(cfg, 8));
+  auto src = trainer::data::make_source(cfg);
+  at::Tensor s = src->samples(0, 400);
+  const int64_t from_a = s.select(1, 0).eq('a').sum().item<int64_t>();
+  CHECK(from_a == 300);  // exactly 3:1
+  CHECK(at::equal(s.narrow(0, 100, 50), src->samples(100, 50)));  // any slice, same samples
+  // Entries are checked like data.path.
+  CHECK_THROWS_WITH(trainer::validate(trainer::load_config(testing::source_dir() + "/configs/tiny.yaml",
+                        {"data.source=indexed", "data.paths=[{path: /nonexistent, weight: 1}]"}), 8),
+                    Catch::Contains("/nonexistent.idx does not exist"));
+  CHECK_THROWS_WITH(trainer::load_config(testing::source_dir() + "/configs/tiny.yaml", {"data.paths=[{file: x}]"}),
+                    Catch::Contains("data.paths"));
+}

@@ -1,5 +1,6 @@
 #include "cli/cli.hpp"
 
+#include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
@@ -21,6 +22,7 @@
 #include "model/flops.hpp"
 #include "pipeline/schedule.hpp"
 #include "checkpoint/export.hpp"
+#include "metrics/peak.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"
 
@@ -241,6 +243,15 @@ int main(int argc, char** argv) {
   gen->add_option("--vocab-file", gopts.vocab_file, "GPT-2 encoder.json (default: byte-level tokens)");
   gen->add_option("--merges-file", gopts.merges_file, "GPT-2 vocab.bpe");
 
+  auto* peak = app.add_subcommand("bench-peak", "measure this machine's matmul TFLOP/s (for runtime.peak_tflops)");
+  std::string peak_dtype = "fp32";
+  int peak_size = 2048, peak_threads = 0;
+  double peak_seconds = 3;
+  peak->add_option("--dtype", peak_dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  peak->add_option("--size", peak_size, "matrix size");
+  peak->add_option("--seconds", peak_seconds, "how long to measure");
+  peak->add_option("--threads", peak_threads, "intra-op threads (default: all cores)");
+
   auto* keys = app.add_subcommand("config-keys", "print every config key as a Markdown table");
 
   auto* prepare = app.add_subcommand("prepare-data", "tokenize text into a Megatron .bin/.idx dataset");
@@ -266,6 +277,17 @@ int main(int argc, char** argv) {
     if (*check) return cmd_check_config(config_path, sets, check_world);
     if (*verify) return cmd_verify(config_path, sets, layouts, verify_steps, tolerance);
     if (*keys) return cmd_config_keys();
+    if (*peak) {
+      if (peak_threads > 0) at::set_num_threads(peak_threads);
+      const auto r = metrics::measure_peak(peak_dtype, peak_size, peak_seconds);
+      const char* blas = std::getenv("OPENBLAS_CORETYPE");
+      std::cout << peak_dtype << " matmul " << peak_size << "x" << peak_size << ": " << r.tflops
+                << " TFLOP/s with " << at::get_num_threads() << " threads (OPENBLAS_CORETYPE="
+                << (blas ? blas : "unset") << "); max relative error vs float64: " << r.max_rel_error << std::endl;
+      std::cout << "for MFU of processes with " << at::get_num_threads()
+                << " threads each: --set runtime.peak_tflops=" << r.tflops << std::endl;
+      return r.max_rel_error < (peak_dtype == "bf16" ? 5e-2 : 1e-4) ? 0 : 1;
+    }
     if (*exp) {
       const int n = checkpoint::export_safetensors(export_dir, export_out);
       std::cout << "wrote " << n << " tensors to " << export_out << std::endl;

@@ -84,6 +84,28 @@ std::vector<int> read_value<std::vector<int>>(const std::string& key, const YAML
   return out;
 }
 
+template <>
+std::vector<DataPath> read_value<std::vector<DataPath>>(const std::string& key, const YAML::Node& node,
+                                                        const std::string& where) {
+  if (node.IsNull()) return {};
+  const std::string type = "a list of {path: ..., weight: ...}";
+  if (!node.IsSequence()) type_error(key, type, node, where);
+  std::vector<DataPath> out;
+  for (const auto& item : node) {
+    if (!item.IsMap() || !item["path"]) type_error(key, type, item, where);
+    for (const auto& kv : item) {
+      const std::string k = kv.first.as<std::string>();
+      if (k != "path" && k != "weight")
+        throw ConfigError(where + ": key '" + key + "' entries take 'path' and 'weight', not '" + k + "'");
+    }
+    DataPath d;
+    d.path = read_scalar<std::string>(key, type, item["path"], where);
+    if (item["weight"]) d.weight = read_scalar<double>(key, "a number (weight)", item["weight"], where);
+    out.push_back(d);
+  }
+  return out;
+}
+
 template <typename T> std::string type_name();
 template <> std::string type_name<int>() { return "int"; }
 template <> std::string type_name<std::int64_t>() { return "int"; }
@@ -91,6 +113,7 @@ template <> std::string type_name<double>() { return "float"; }
 template <> std::string type_name<bool>() { return "bool"; }
 template <> std::string type_name<std::string>() { return "string"; }
 template <> std::string type_name<std::vector<int>>() { return "list of int"; }
+template <> std::string type_name<std::vector<DataPath>>() { return "list of {path, weight}"; }
 
 template <typename T> std::string show(const T& v) {
   std::ostringstream s;
@@ -102,6 +125,13 @@ template <> std::string show<std::string>(const std::string& v) { return v.empty
 template <> std::string show<std::vector<int>>(const std::vector<int>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+template <> std::string show<std::vector<DataPath>>(const std::vector<DataPath>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::string("{path: ") + v[i].path + ", weight: " + show(v[i].weight) + "}";
   return s + "]";
 }
 
@@ -196,6 +226,8 @@ const std::vector<Field>& schema() {
             {"synthetic", "indexed", "tokens"}),
       field("data.path", &C::data, &DataConfig::path,
             "training data: .bin/.idx prefix (indexed) or token file (tokens)"),
+      field("data.paths", &C::data, &DataConfig::paths,
+            "weighted blend of datasets instead of data.path, e.g. [{path: a, weight: 0.7}, {path: b, weight: 0.3}]"),
       field("data.valid_path", &C::data, &DataConfig::valid_path,
             "validation data, same kind as data.path (with train.eval_interval)"),
       field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir,
@@ -266,6 +298,10 @@ std::string known_sections() {
 
 }  // namespace
 
+namespace {
+void read_sections(const YAML::Node& root, const std::string& path, Config& cfg);
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (!std::filesystem::is_regular_file(path))
     throw ConfigError("config file '" + path + "' does not exist or is not a file");
@@ -277,6 +313,18 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   }
   Config cfg;
   cfg.source_file = path;
+  try {
+    read_sections(root, path, cfg);
+  } catch (const YAML::Exception& e) {  // e.g. a key that is itself a list or a mapping
+    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ": unexpected YAML structure: " + e.msg);
+  }
+  for (const auto& o : overrides) apply_override(cfg, o);
+  return cfg;
+}
+
+namespace {
+
+void read_sections(const YAML::Node& root, const std::string& path, Config& cfg) {
   if (!root.IsNull()) {
     if (!root.IsMap()) throw ConfigError(path + ": the top level must be a mapping of sections");
     for (const auto& section : root) {
@@ -293,9 +341,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       }
     }
   }
-  for (const auto& o : overrides) apply_override(cfg, o);
-  return cfg;
 }
+
+}  // namespace
 
 void apply_override(Config& cfg, const std::string& assignment) {
   const auto eq = assignment.find('=');
@@ -432,7 +480,13 @@ void validate(const Config& cfg, int world_size) {
       if (!std::filesystem::is_regular_file(path + suffix))
         invalid(key, path, "file " + path + suffix + " does not exist", "check the path or prepare the data first");
     };
-    check_file("data.path", cfg.data.path);
+    if (cfg.data.paths.empty()) check_file("data.path", cfg.data.path);
+    else if (!cfg.data.path.empty())
+      invalid("data.path", cfg.data.path, "data.path and data.paths are both set", "use one of them");
+    for (const auto& d : cfg.data.paths) {
+      check_file("data.paths", d.path);
+      if (!(d.weight > 0)) invalid("data.paths", d.path, "weight " + show(d.weight) + " is not positive", "give every dataset a weight > 0");
+    }
     if (cfg.train.eval_interval > 0) check_file("data.valid_path", cfg.data.valid_path);
   }
   if (cfg.train.eval_interval < 0)

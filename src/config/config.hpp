@@ -64,10 +64,18 @@ struct TrainConfig {
   int eval_iters = 2;
 };
 
+// One dataset of a weighted blend.
+struct DataPath {
+  std::string path;
+  double weight = 1.0;
+  bool operator==(const DataPath& o) const { return path == o.path && weight == o.weight; }
+};
+
 struct DataConfig {
   std::string source = "synthetic";  // synthetic | tokens (raw uint16 token file)
   std::string path;
   std::string valid_path;  // validation data (data.source=tokens)
+  std::vector<DataPath> paths;  // weighted blend instead of data.path
 };
 
 struct CheckpointConfig {

@@ -108,12 +108,56 @@ std::unique_ptr<BatchSource> window_source(const Config& cfg, const std::string&
   return std::make_unique<WindowSource>(file, all, path, seed, cfg.model.vocab_size, cfg.model.seq_len);
 }
 
+// A weighted blend (Megatron's scheme): sample i goes to the dataset whose share so far lags
+// its weight the most, and takes that dataset's next sample. Deterministic, so every layout
+// sees the same blend; the assignment of samples is built lazily and kept.
+class BlendSource : public BatchSource {
+ public:
+  BlendSource(std::vector<std::unique_ptr<BatchSource>> sources, std::vector<double> weights)
+      : sources_(std::move(sources)), weights_(std::move(weights)), counts_(sources_.size(), 0) {
+    double total = 0;
+    for (double w : weights_) total += w;
+    for (double& w : weights_) w /= total;
+  }
+
+  at::Tensor samples(std::int64_t first, std::int64_t count) const override {
+    extend(first + count);
+    std::vector<at::Tensor> rows;
+    for (std::int64_t i = first; i < first + count; ++i)
+      rows.push_back(sources_[assignment_[i].first]->samples(assignment_[i].second, 1));
+    return at::cat(rows);
+  }
+
+ private:
+  void extend(std::int64_t n) const {
+    while (static_cast<std::int64_t>(assignment_.size()) < n) {
+      const double next = static_cast<double>(assignment_.size()) + 1;
+      size_t best = 0;
+      for (size_t k = 1; k < weights_.size(); ++k)
+        if (weights_[k] * next - counts_[k] > weights_[best] * next - counts_[best]) best = k;
+      assignment_.emplace_back(best, counts_[best]++);
+    }
+  }
+
+  std::vector<std::unique_ptr<BatchSource>> sources_;
+  std::vector<double> weights_;
+  mutable std::vector<std::int64_t> counts_;
+  mutable std::vector<std::pair<size_t, std::int64_t>> assignment_;
+};
+
 }  // namespace
 
 std::unique_ptr<BatchSource> make_source(const Config& cfg) {
   const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "data");
-  if (cfg.data.source != "synthetic") return window_source(cfg, cfg.data.path, seed);
-  return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
+  if (cfg.data.source == "synthetic") return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
+  if (cfg.data.paths.empty()) return window_source(cfg, cfg.data.path, seed);
+  std::vector<std::unique_ptr<BatchSource>> sources;
+  std::vector<double> weights;
+  for (size_t k = 0; k < cfg.data.paths.size(); ++k) {
+    sources.push_back(window_source(cfg, cfg.data.paths[k].path, model::seed_for(seed, std::to_string(k))));
+    weights.push_back(cfg.data.paths[k].weight);
+  }
+  return std::make_unique<BlendSource>(std::move(sources), std::move(weights));
 }
 
 std::unique_ptr<BatchSource> make_validation_source(const Config& cfg) {

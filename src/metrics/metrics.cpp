@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <fmt/format.h>
 #include <filesystem>
 #include <sstream>
 
@@ -46,14 +47,33 @@ StepLogger::StepLogger(const Config& cfg, dist::Comm& comm, bool prints)
   }
 }
 
+namespace {
+
+// One value from every rank, gathered on all of them.
+std::vector<double> from_every_rank(dist::Comm& comm, double value) {
+  at::Tensor all = at::zeros({comm.grid().world()}, at::kDouble);
+  all[comm.rank()] = value;
+  dist::all_reduce(comm.world(), all);
+  return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
+}
+
+std::string joined(const std::vector<double>& values, double scale, const char* format) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? " " : "") + fmt::format(fmt::runtime(format), values[i] * scale);
+  return out;
+}
+
+}  // namespace
+
 void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes,
-                         int microbatches) {
-  // Every rank's local parameter count, for the per-rank line.
+                         int microbatches, double activation_bytes) {
   std::int64_t local = 0;
   for (const auto& p : params) local += p.tensor.numel();
-  at::Tensor counts = at::zeros({comm_.grid().world()}, at::kLong);
-  counts[comm_.rank()] = local;
-  dist::all_reduce(comm_.world(), counts);
+  const auto counts = from_every_rank(comm_, static_cast<double>(local));
+  const auto optimizer = from_every_rank(comm_, static_cast<double>(optimizer_bytes));
+  // Weights and gradients in fp32, the AdamW moments, and the activations held at once.
+  estimate_mb_ = (8.0 * local + optimizer_bytes + activation_bytes) / 1e6;
+  const auto estimate = from_every_rank(comm_, estimate_mb_);
   if (comm_.rank() != 0) return;
   const auto& p = cfg_.parallel;
   const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
@@ -68,12 +88,19 @@ void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t o
     }
     spdlog::info("rank -> (dp,pp,tp):{}", map.str());
   }
-  std::ostringstream per_rank;
-  for (int r = 0; r < comm_.grid().world(); ++r) per_rank << (r ? " " : "") << counts[r].item<int64_t>();
-  spdlog::info("parameters {} (model), per rank: {}", model::count_parameters(cfg_.model), per_rank.str());
-  spdlog::info("global batch {} samples = {} microbatches x {} x dp {}, {} tokens/step; optimizer state {:.1f} MB on rank 0",
+  spdlog::info("parameters {} (model), per rank: {}", model::count_parameters(cfg_.model), joined(counts, 1, "{:.0f}"));
+  spdlog::info("optimizer state per rank (MB): {}", joined(optimizer, 1e-6, "{:.2f}"));
+  spdlog::info("estimated memory per rank (MB; weights + grads + optimizer + activations): {}",
+               joined(estimate, 1, "{:.1f}"));
+  spdlog::info("global batch {} samples = {} microbatches x {} x dp {}, {} tokens/step",
                cfg_.train.global_batch_size, microbatches, p.micro_batch_size, p.dp,
-               cfg_.train.global_batch_size * cfg_.model.seq_len, optimizer_bytes / 1e6);
+               cfg_.train.global_batch_size * cfg_.model.seq_len);
+}
+
+void StepLogger::memory_after_first_step() {
+  const auto peak = from_every_rank(comm_, peak_rss_mb());
+  if (comm_.rank() == 0)
+    spdlog::info("peak memory per rank after the first step (MB, RSS incl. ~150 MB of LibTorch): {}", joined(peak, 1, "{:.0f}"));
 }
 
 void StepLogger::step(int step, double loss, double lr, double grad_norm, const StepTimes& t,

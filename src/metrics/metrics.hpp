@@ -33,7 +33,11 @@ class StepLogger {
  public:
   // `prints` is true on the one rank that owns the loss and reports it.
   StepLogger(const Config& cfg, dist::Comm& comm, bool prints);
-  void startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes, int microbatches);
+  // Rank 0 prints the layout, parameters and estimated memory of every rank.
+  void startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes, int microbatches,
+               double activation_bytes);
+  // Rank 0 prints every rank's measured peak memory after the first step.
+  void memory_after_first_step();
   void step(int step, double loss, double lr, double grad_norm, const StepTimes& t, int skipped,
             int max_in_flight, int buckets_overlapped, int buckets);
   // A validation result: mean loss over the evaluation batches, and its perplexity.
@@ -46,6 +50,7 @@ class StepLogger {
   std::ofstream jsonl_;
   std::optional<TensorBoardWriter> tensorboard_;
   double elapsed_ = 0;
+  double estimate_mb_ = 0;
 };
 
 }  // namespace trainer::metrics

@@ -67,6 +67,20 @@ double evaluate(const Config& cfg, dist::Comm& comm, pipeline::Runner& runner,
   return loss.item<double>();
 }
 
+// Activations this rank holds at its peak: its layers for every microbatch in flight.
+double activation_bytes(const Config& cfg, model::GPT& model, int stage) {
+  const auto& p = cfg.parallel;
+  const int m = num_microbatches(cfg);
+  const int in_flight = p.schedule == "gpipe" ? m : std::min(m, p.pp - stage) * static_cast<int>(model.chunks().size());
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  double per_mb = 0;
+  for (auto& c : model.chunks()) {
+    per_mb += c.num_layers() * model::activation_bytes_per_layer(cfg.model, p.micro_batch_size, p.tp, sp);
+    if (c.last()) per_mb += model::head_activation_bytes(cfg.model, p.micro_batch_size, p.tp);
+  }
+  return per_mb * in_flight;
+}
+
 }  // namespace
 
 int threads_for(const Config& cfg, const dist::JobEnv& job) {
@@ -99,7 +113,7 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
   const double tokens_per_step = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
   const double loss_scale = 1.0 / tokens_per_step;
   metrics::StepLogger logger(cfg, comm, runner.holds_loss() && me.dp == 0 && me.tp == 0);
-  logger.startup(model.params(), optimizer.state_bytes(), microbatches);
+  logger.startup(model.params(), optimizer.state_bytes(), microbatches, activation_bytes(cfg, model, me.pp));
   if (p.pp > 1 && microbatches < p.pp && comm.rank() == 0)
     spdlog::warn("{} microbatches for {} pipeline stages: the bubble ({:.0f}%) dominates; raise "
                  "train.global_batch_size or lower parallel.micro_batch_size",
@@ -132,6 +146,7 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
     losses.open(opts.dump_dir + "/losses.txt");
   }
   int& skipped = state.skipped;
+  const int first_step = state.step;
   for (int step = state.step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
     const double comm0 = comm_seconds(comm);
@@ -167,6 +182,7 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
     times.bubble = stats.wait_seconds;
     times.comm = comm_seconds(comm) - comm0 - stats.wait_seconds;
     times.compute = std::max(0.0, times.total - times.comm - times.bubble);
+    if (step == first_step) logger.memory_after_first_step();
     logger.step(step + 1, loss.item<double>(), lr, norm, times, skipped, stats.max_in_flight,
                 dp.launched_in_backward(), static_cast<int>(dp.buckets().size()));
     if (losses.is_open()) losses << std::setprecision(17) << loss.item<double>() << ' ' << norm << '\n';

@@ -1,0 +1,17 @@
+// `trainer bench-peak`: this machine's matmul throughput, the denominator of MFU.
+#pragma once
+
+#include <string>
+
+namespace trainer::metrics {
+
+struct Peak {
+  double tflops = 0;          // per process, with the current intra-op threads
+  double max_rel_error = 0;   // of a smaller product against a float64 reference
+};
+
+// Times repeated [size x size] @ [size x size] products in `dtype` ("fp32" or "bf16") for
+// about `seconds`, after a warm-up.
+Peak measure_peak(const std::string& dtype, int size, double seconds);
+
+}  // namespace trainer::metrics
