@@ -7,6 +7,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 packages=(cmake g++ ninja-build libtorch-dev libgloo-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
           catch2 libopenblas0-openmp)
+# The test suite also runs trainer under Debian's real torchrun; trainer itself never needs Python.
+if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then packages+=(python3-torch); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
