@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""trainer vs plain PyTorch, side by side in one invocation (runs alternate A B A B ...).
+
+  bench/bench.py --trainer build/trainer --out bench-out [--repeats 3] [--quick]
+
+Writes OUT/results.json, OUT/results.txt (the table) and OUT/chart.png (if matplotlib is
+installed). Cases: 1x1x1 on configs/tiny.yaml and configs/small.yaml (fp32, all cores) against
+bench/pytorch_gpt.py; DP=2 against PyTorch DDP over Gloo under torchrun (1 thread each);
+pipeline bubble of 1F1B and GPipe at pp 2 and 4 against (p-1)/(m+p-1); the matmul peak."""
+import argparse, json, os, statistics, subprocess, sys, tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = "/usr/bin/python3"
+
+
+def run(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=1800)
+    if out.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-3000:]}{out.stderr[-3000:]}")
+    return out.stdout
+
+
+def model_section(config):
+    """The model section of a config, resolved by trainer itself (defaults included)."""
+    text = run([ARGS.trainer, "check-config", config])
+    model, inside = {}, False
+    for line in text.splitlines():
+        if not line.startswith(" "):
+            inside = line.startswith("model:")
+        elif inside:
+            key, value = line.strip().split(": ", 1)
+            model[key] = int(value) if value.lstrip("-").isdigit() else value
+    return model
+
+
+def trainer_run(config, nproc, sets, steps):
+    """Median over steps (the first two are warm-up) of trainer's own metrics."""
+    with tempfile.TemporaryDirectory() as logs:
+        cmd = [ARGS.trainer, "launch", "--nproc", str(nproc), "--", "train", config, "--set", f"train.steps={steps}",
+               "--set", "logging.interval=1", "--set", f"logging.dir={logs}"]
+        for s in sets:
+            cmd += ["--set", s]
+        run(cmd)
+        rows = [json.loads(l) for l in open(os.path.join(logs, "metrics.jsonl")) if '"tokens_per_s"' in l]
+    rows = rows[2:] if len(rows) > 3 else rows
+    med = lambda k: statistics.median(r[k] for r in rows)
+    return {"tokens_per_s": med("tokens_per_s"), "step_s": med("step_s"), "compute_s": med("compute_s"),
+            "comm_s": med("comm_s"), "bubble_s": med("bubble_s"), "peak_rss_mb": max(r["peak_rss_mb"] for r in rows),
+            "tflops_per_rank": med("tflops_per_rank")}
+
+
+def pytorch_run(model, batch, steps, threads, nproc):
+    cmd = [PY, os.path.join(ROOT, "bench/pytorch_gpt.py"), "--config", json.dumps(model), "--batch", str(batch),
+           "--steps", str(steps), "--threads", str(threads)]
+    if nproc > 1:
+        cmd = [PY, "-m", "torch.distributed.run", "-r", "9:0", "-t", "9:0", "--nproc_per_node", str(nproc),
+               "--master_port", str(29700 + os.getpid() % 200)] + cmd[1:]
+    line = [l for l in run(cmd).splitlines() if l.startswith("{")][-1]
+    res = json.loads(line)
+    times = res["step_times"][2:] if len(res["step_times"]) > 3 else res["step_times"]
+    step = statistics.median(times)
+    return {"tokens_per_s": res["tokens_per_step"] / step, "step_s": step}
+
+
+def alternate(a, b, repeats):
+    ra, rb = [], []
+    for _ in range(repeats):
+        ra.append(a())
+        rb.append(b())
+    return ra, rb
+
+
+def summary(runs, key="tokens_per_s"):
+    vals = [r[key] for r in runs]
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "runs": runs}
+
+
+def main():
+    steps = 4 if ARGS.quick else 10
+    repeats = 1 if ARGS.quick else ARGS.repeats
+    cores = os.cpu_count() or 1
+    results = {"cores": cores, "repeats": repeats, "steps": steps, "cases": []}
+
+    peak = {}
+    for dtype in ("fp32", "bf16"):
+        out = run([ARGS.trainer, "bench-peak", "--dtype", dtype, "--size", "1024" if ARGS.quick else "2048",
+                   "--seconds", "1" if ARGS.quick else "3", "--threads", str(cores)])
+        peak[dtype] = float(out.split(": ")[1].split(" ")[0])
+    results["peak_tflops"] = peak
+
+    configs = ["configs/tiny.yaml"] + ([] if ARGS.quick else ["configs/small.yaml"])
+    for config in configs:
+        path = os.path.join(ROOT, config)
+        model = model_section(path)
+        batch = 16 if "tiny" in config else 8
+        sets = ["parallel.dp=1", "parallel.pp=1", "parallel.tp=1", f"train.global_batch_size={batch}",
+                f"parallel.micro_batch_size={batch}", f"runtime.threads={cores}"]
+        ours, theirs = alternate(lambda: trainer_run(path, 1, sets, steps),
+                                 lambda: pytorch_run(model, batch, steps, cores, 1), repeats)
+        mfu = statistics.median(r["tflops_per_rank"] for r in ours) / peak["fp32"]
+        results["cases"].append({"name": f"{os.path.basename(config)} 1x1x1 fp32", "trainer": summary(ours),
+                                 "pytorch": summary(theirs), "trainer_mfu": mfu})
+
+    # DP=2, one thread each, against DDP.
+    path = os.path.join(ROOT, configs[-1])
+    model = model_section(path)
+    mb = 16 if "tiny" in path else 8
+    sets = ["parallel.dp=2", "parallel.pp=1", "parallel.tp=1", f"train.global_batch_size={2 * mb}",
+            f"parallel.micro_batch_size={mb}", "runtime.threads=1"]
+    ours, theirs = alternate(lambda: trainer_run(path, 2, sets, steps),
+                             lambda: pytorch_run(model, 2 * mb, steps, 1, 2), repeats)
+    results["cases"].append({"name": f"{os.path.basename(path)} dp=2 fp32", "trainer": summary(ours),
+                             "pytorch": summary(theirs),
+                             "exposed_comm_fraction": statistics.median(r["comm_s"] / r["step_s"] for r in ours)})
+
+    # Pipeline bubble, measured on the last stage, against theory.
+    bubbles = []
+    for p in ((2,) if ARGS.quick else (2, 4)):
+        for m in ((4,) if ARGS.quick else (4, 8, 16)):
+            for schedule in ("1f1b", "gpipe"):
+                r = trainer_run(os.path.join(ROOT, "configs/tiny.yaml"), p,
+                                ["parallel.dp=1", f"parallel.pp={p}", "parallel.tp=1", f"parallel.schedule={schedule}",
+                                 "parallel.micro_batch_size=2", f"train.global_batch_size={2 * m}", "runtime.threads=1"], steps)
+                bubbles.append({"pp": p, "microbatches": m, "schedule": schedule, "measured": r["bubble_s"] / r["step_s"],
+                                "theory": (p - 1) / (m + p - 1)})
+    results["bubble"] = bubbles
+    write(results)
+
+
+def write(results):
+    os.makedirs(ARGS.out, exist_ok=True)
+    lines = [f"peak matmul TFLOP/s ({results['cores']} threads): fp32 {results['peak_tflops']['fp32']:.3f}, "
+             f"bf16 {results['peak_tflops']['bf16']:.3f}", "",
+             f"{'case':28} {'trainer tok/s':>14} {'pytorch tok/s':>14} {'ratio':>6}  notes"]
+    for c in results["cases"]:
+        t, p = c["trainer"]["median"], c["pytorch"]["median"]
+        note = f"MFU {100 * c['trainer_mfu']:.0f}%" if "trainer_mfu" in c else \
+            f"exposed comm {100 * c['exposed_comm_fraction']:.0f}% of step"
+        spread = f"[{c['trainer']['min']:.0f}-{c['trainer']['max']:.0f} vs {c['pytorch']['min']:.0f}-{c['pytorch']['max']:.0f}]"
+        lines.append(f"{c['name']:28} {t:14.0f} {p:14.0f} {t / p:6.2f}  {note} {spread}")
+    lines += ["", f"{'pp':>3} {'m':>3} {'schedule':9} {'bubble':>7} {'theory':>7}"]
+    for b in results["bubble"]:
+        lines.append(f"{b['pp']:3} {b['microbatches']:3} {b['schedule']:9} {b['measured']:7.2f} {b['theory']:7.2f}")
+    text = "\n".join(lines) + "\n"
+    open(os.path.join(ARGS.out, "results.txt"), "w").write(text)
+    json.dump(results, open(os.path.join(ARGS.out, "results.json"), "w"), indent=1)
+    print(text)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(8, 4))
+        names = [c["name"] for c in results["cases"]]
+        xs = range(len(names))
+        ax.bar([x - 0.2 for x in xs], [c["trainer"]["median"] for c in results["cases"]], 0.4, label="trainer")
+        ax.bar([x + 0.2 for x in xs], [c["pytorch"]["median"] for c in results["cases"]], 0.4, label="PyTorch")
+        ax.set_xticks(list(xs), names, fontsize=8)
+        ax.set_ylabel("tokens/s")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(ARGS.out, "chart.png"))
+    except ImportError:
+        print("bench: matplotlib not installed; no chart")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainer", default=os.path.join(ROOT, "build/trainer"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench-out"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, one run each (what the tests use)")
+    ARGS = ap.parse_args()
+    main()

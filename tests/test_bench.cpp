@@ -1,0 +1,24 @@
+// The benchmark runs end to end on a tiny size and emits well-formed output (no timing
+// assertions: the numbers are for people, see README "Benchmark").
+#include "helpers.hpp"
+#include "catch_torch.hpp"
+
+TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[bench][mp]") {
+  testing::TempDir dir;
+  auto r = testing::run("/usr/bin/python3 " + testing::source_dir() + "/bench/bench.py --quick --trainer " +
+                        testing::trainer_bin() + " --out " + dir.path, 600);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("trainer tok/s") != std::string::npos);
+  const std::string check =
+      "import json,math,sys; d=json.load(open(sys.argv[1]));"
+      "assert d['peak_tflops']['fp32'] > 0 and d['peak_tflops']['bf16'] > 0;"
+      "assert len(d['cases']) == 2;"
+      "assert all(c[k]['median'] > 0 for c in d['cases'] for k in ('trainer', 'pytorch'));"
+      "assert 0 < d['cases'][0]['trainer_mfu'] < 1;"
+      "assert all(0 <= b['measured'] <= 1 and abs(b['theory'] - (b['pp']-1)/(b['microbatches']+b['pp']-1)) < 1e-12 for b in d['bubble'])";
+  auto valid = testing::run("/usr/bin/python3 -c \"" + check + "\" " + dir.file("results.json"), 30);
+  INFO(valid.output);
+  CHECK(valid.code == 0);
+  CHECK(testing::read_file(dir.file("results.txt")).find("schedule") != std::string::npos);
+}
