@@ -261,3 +261,25 @@ TEST_CASE("kill -9 of a rank in the middle of a save leaves latest on a loadable
   CHECK(resumed.code == 0);
   CHECK(resumed.output.find("resumed from " + ckpt + "/" + latest) != std::string::npos);
 }
+
+TEST_CASE("a full disk during save stops the run with a clear error and keeps the previous checkpoint", "[checkpoint][mp]") {
+  testing::TempDir dir;
+  const std::string disk = dir.file("disk");
+  std::filesystem::create_directories(disk);
+  // A 4 MB file system: one checkpoint of the tiny model (~2.7 MB) fits, a second does not.
+  if (testing::run("mount -t tmpfs -o size=4m tmpfs " + disk, 30).code != 0) {
+    WARN("cannot mount a small tmpfs here (not root?): disk-full test not run");
+    return;
+  }
+  const std::string ckpt = disk + "/ckpt";
+  auto r = testing::train_layout(1, 1, 1, dir.file("d"), {"train.steps=6", "checkpoint.interval=2", "checkpoint.dir=" + ckpt});
+  const std::string latest = latest_name(ckpt);
+  auto exported = testing::trainer({"export", "--checkpoint", ckpt + "/" + latest, "--output", dir.file("m.safetensors")});
+  testing::run("umount " + disk, 30);
+  INFO(r.output);
+  CHECK(r.code != 0);
+  CHECK(r.output.find("disk full") != std::string::npos);
+  CHECK(r.output.find(ckpt + "/step_00000004.tmp") != std::string::npos);  // names the file
+  CHECK(latest == "step_00000002");
+  CHECK(exported.code == 0);  // the previous checkpoint is complete and checksums match
+}

@@ -162,3 +162,4 @@ TEST_CASE("trainer verify compares layouts and fails above the tolerance", "[tra
   CHECK(strict.code == 1);
   CHECK(strict.output.find("FAIL") != std::string::npos);
 }
+

@@ -5,7 +5,9 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -39,6 +41,14 @@ void fsync_path(const std::string& path) {
     throw std::runtime_error("cannot fsync " + path);
   }
   close(fd);
+}
+
+void write_bytes(const std::string& path, const std::string& data) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  const bool ok = f && std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  const bool closed = f && std::fclose(f) == 0;
+  if (!ok || !closed)
+    throw std::runtime_error("cannot write " + path + " (disk full or not writable?): " + std::strerror(errno));
 }
 
 void write_shape(std::ostream& out, const std::vector<int64_t>& shape) {
@@ -88,12 +98,7 @@ std::vector<Piece> param_pieces(const std::vector<model::Param>& params, bool wi
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp + " (disk full or not writable?)");
-  }
+  write_bytes(tmp, text);
   fsync_path(tmp);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + path);
 }
@@ -110,12 +115,12 @@ void write_pieces(const std::string& base, const std::vector<Piece>& pieces) {
     index << '\n';
     tensors.push_back(p.data);
   }
+  // Serialise in memory, then write with checked calls: LibTorch's file writer aborts the
+  // process on a short write (disk full) instead of throwing.
+  std::ostringstream bytes;
+  torch::save(tensors, bytes);
   const std::string data_tmp = base + ".pt.tmp";
-  try {
-    torch::save(tensors, data_tmp);
-  } catch (const std::exception& e) {
-    throw std::runtime_error("cannot write " + data_tmp + " (disk full or not writable?): " + e.what());
-  }
+  write_bytes(data_tmp, bytes.str());
   fsync_path(data_tmp);
   std::ostringstream header;
   header << "checksum " << std::hex << file_checksum(data_tmp) << std::dec << '\n';

@@ -157,6 +157,7 @@ at::Tensor RowParallelLinear::forward(const at::Tensor& x, const TPContext& tp) 
 }
 
 at::Tensor VocabParallelEmbedding::forward(const at::Tensor& tokens, const TPContext& tp) const {
+  if (tp.size() == 1) return at::embedding(weight, tokens);  // nothing to mask or reduce
   const int64_t rows = weight.size(0);
   at::Tensor local = tokens - vocab_start;
   at::Tensor outside = local.lt(0).logical_or(local.ge(rows));
@@ -168,6 +169,9 @@ at::Tensor VocabParallelEmbedding::forward(const at::Tensor& tokens, const TPCon
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
                                         int64_t vocab_start, int64_t real_vocab, dist::Group& g,
                                         int64_t ignore_index) {
+  if (g.size() == 1)  // the whole vocab is here: LibTorch's fused kernel, padding cut off
+    return at::cross_entropy_loss(logits.narrow(1, 0, real_vocab).to(at::kFloat), targets, {},
+                                  at::Reduction::None, ignore_index);
   return VocabParallelCE::apply(logits, targets, vocab_start, real_vocab, &g, ignore_index);
 }
 
