@@ -243,8 +243,8 @@ TEST_CASE("kill -9 of a rank in the middle of a save leaves latest on a loadable
       "RANK=1 " + train + " > " + dir.file("r1.log") + " 2>&1 & p1=$!\n"
       "for i in $(seq 3000); do [ -f " + ckpt + "/latest ] && break; sleep 0.01; done\n"
       // now catch a save in progress: its temporary directory exists
-      "for i in $(seq 5000); do ls -d " + ckpt + "/*.tmp >/dev/null 2>&1 && break; sleep 0.002; done\n"
-      "kill -9 $p1; ls -d " + ckpt + "/*.tmp > " + dir.file("tmp_at_kill") + " 2>/dev/null\n"
+      "for i in $(seq 5000); do ls -d " + ckpt + "/*.tmp > " + dir.file("tmp_at_kill") + " 2>/dev/null && break; sleep 0.002; done\n"
+      "kill -9 $p1\n"
       "wait $p0; echo rank0=$?\n";
   testing::write_file(dir.file("run.sh"), script);
   auto r = testing::run("sh " + dir.file("run.sh"), 120);
