@@ -1,5 +1,6 @@
 // Faults: a rank that dies or hangs makes the others exit non-zero within the collective
 // timeout, naming the peer; no process is left behind.
+#include <chrono>
 #include <sstream>
 
 #include "dist/launcher.hpp"
@@ -58,4 +59,28 @@ TEST_CASE("a hung rank (SIGSTOP) makes its peer time out with a message", "[faul
   CHECK(o.code != 0);
   CHECK(o.seconds <= 8 + 5);
   CHECK(o.log.find("peer rank 1") != std::string::npos);
+}
+
+TEST_CASE("a taken MASTER_PORT and a store nobody serves are clear errors within the timeout", "[faults][mp]") {
+  const std::string cfg = testing::source_dir() + "/configs/tiny.yaml";
+  const std::string layout = " --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1 --set runtime.collective_timeout_s=5";
+  // Rank 0 must serve the store, but something else already listens on the port.
+  const int port = trainer::dist::free_port();
+  auto taken = testing::run("/usr/bin/python3 -c \"import socket,subprocess,sys; s=socket.socket(); "
+                            "s.bind(('127.0.0.1'," + std::to_string(port) + ")); s.listen(); "
+                            "sys.exit(subprocess.call(sys.argv[1], shell=True))\" 'env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                            std::to_string(port) + " " + testing::trainer_bin() + " train " + cfg + layout + "'", 60);
+  INFO(taken.output);
+  CHECK(taken.code != 0);
+  CHECK(taken.output.find("cannot join the job store at 127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  // Rank 1 waits for a store that never comes: it gives up after the timeout, saying where.
+  const int nobody = trainer::dist::free_port();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto lonely = testing::run("env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(nobody) + " " +
+                             testing::trainer_bin() + " train " + cfg + layout, 60);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(lonely.output);
+  CHECK(lonely.code != 0);
+  CHECK(seconds < 5 + 10);
+  CHECK(lonely.output.find("cannot join the job store at 127.0.0.1:" + std::to_string(nobody)) != std::string::npos);
 }
