@@ -33,16 +33,13 @@ std::vector<Piece> state_pieces(const std::vector<model::Param>& params, optim::
   auto& buckets = dp.buckets();
   for (size_t i = 0; i < buckets.size(); ++i) {
     const auto& b = buckets[i];
-    for (const auto& s : b.segments) {
-      const int64_t begin = std::max(b.shard_begin, s.offset);
-      const int64_t end = std::min(b.shard_begin + b.shard_numel, s.offset + s.numel);
-      if (begin >= end) continue;
-      const int64_t at = begin - b.shard_begin, n = end - begin;
-      pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg", begin - s.offset, end - s.offset,
+    dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+      const int64_t at = begin - b.shard_begin, first = begin - s.offset;
+      pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg", first, first + n,
                                    optimizer.exp_avg()[i].narrow(0, at, n)));
-      pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg_sq", begin - s.offset, end - s.offset,
+      pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg_sq", first, first + n,
                                    optimizer.exp_avg_sq()[i].narrow(0, at, n)));
-    }
+    });
   }
   return pieces;
 }
@@ -144,14 +141,19 @@ at::Tensor local_flat(const std::map<std::string, at::Tensor>& full, const std::
   return t.reshape({-1});
 }
 
+// Every parameter takes its part of the full tensors.
+void copy_params(const std::map<std::string, at::Tensor>& full, const std::string& dir,
+                 std::vector<model::Param>& params) {
+  at::NoGradGuard no_grad;
+  for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
+}
+
 }  // namespace
 
 void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params) {
   std::set<std::string> names;
   for (const auto& p : params) names.insert(p.info.name);
-  const auto full = load_full(dir, cfg, names);
-  at::NoGradGuard no_grad;
-  for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
+  copy_params(load_full(dir, cfg, names), dir, params);
 }
 
 TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
@@ -166,23 +168,17 @@ TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Pa
   for (const auto& p : params)
     for (const char* suffix : {"", ".exp_avg", ".exp_avg_sq"}) names.insert(p.info.name + suffix);
   const auto full = load_full(dir, cfg, names);
-  {
-    at::NoGradGuard no_grad;
-    for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
-  }
+  copy_params(full, dir, params);
   // The moments: the part of each parameter inside this rank's optimizer shard.
   auto& buckets = dp.buckets();
   for (size_t i = 0; i < buckets.size(); ++i) {
-    auto& b = buckets[i];
-    for (const auto& s : b.segments) {
-      const int64_t begin = std::max(b.shard_begin, s.offset);
-      const int64_t end = std::min(b.shard_begin + b.shard_numel, s.offset + s.numel);
-      if (begin >= end) continue;
-      const int64_t at = begin - b.shard_begin, n = end - begin;
+    const auto& b = buckets[i];
+    dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+      const int64_t at = begin - b.shard_begin, first = begin - s.offset;
       const std::string& name = s.param->info.name;
-      optimizer.exp_avg()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg", *s.param).narrow(0, begin - s.offset, n));
-      optimizer.exp_avg_sq()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg_sq", *s.param).narrow(0, begin - s.offset, n));
-    }
+      optimizer.exp_avg()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg", *s.param).narrow(0, first, n));
+      optimizer.exp_avg_sq()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg_sq", *s.param).narrow(0, first, n));
+    });
   }
   optimizer.set_steps_taken(meta["adam_steps"].as<int>());
   TrainState state;

@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,17 @@ struct Bucket {
   bool launched = false;
   Pending reduction;
 };
+
+// Calls fn(segment, begin, n) for the part of each segment inside the bucket's optimizer
+// shard: flat buffer elements [begin, begin + n).
+template <typename Fn>
+void for_each_in_shard(const Bucket& b, Fn&& fn) {
+  const int64_t lo = b.shard_begin, hi = b.shard_begin + b.shard_numel;
+  for (const auto& s : b.segments) {
+    const int64_t begin = std::max(lo, s.offset), end = std::min(hi, s.offset + s.numel);
+    if (begin < end) fn(s, begin, end - begin);
+  }
+}
 
 class DataParallel {
  public:

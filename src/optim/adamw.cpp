@@ -24,31 +24,16 @@ AdamW::AdamW(const OptimConfig& cfg, dist::DataParallel& dp, dist::Comm& comm)
   }
 }
 
-namespace {
-
-// Calls fn(segment, begin, length) for the part of each segment inside the bucket's shard,
-// with begin relative to the segment.
-template <typename Fn>
-void for_each_in_shard(const dist::Bucket& b, Fn&& fn) {
-  const int64_t lo = b.shard_begin, hi = b.shard_begin + b.shard_numel;
-  for (const auto& s : b.segments) {
-    const int64_t begin = std::max(lo, s.offset), end = std::min(hi, s.offset + s.numel);
-    if (begin < end) fn(s, begin, end - begin);
-  }
-}
-
-}  // namespace
-
 double AdamW::grad_norm() {
   const bool first_tp = comm_.coord().tp == 0;
-  double local = 0;
+  // Accumulated as a tensor: one host synchronisation per step, not one per parameter.
+  at::Tensor total = at::zeros({1}, at::kDouble);
   for (auto& b : dp_.buckets())
-    for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+    dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
       const auto& info = s.param->info;
       if (info.tied_copy || (info.shard_dim < 0 && !first_tp)) return;
-      local += b.grads.narrow(0, begin, n).to(at::kDouble).pow(2).sum().item<double>();
+      total += b.grads.narrow(0, begin, n).to(at::kDouble).pow(2).sum();
     });
-  at::Tensor total = at::full({1}, local, at::kDouble);
   // Without ZeRO every DP rank holds the same (full) gradients: sum over the model-parallel
   // ranks only. With ZeRO-1 the DP shards are disjoint: sum over everybody.
   dist::all_reduce(dp_.zero1() ? comm_.world() : comm_.model_parallel(), total);
@@ -71,7 +56,7 @@ void AdamW::step(double lr) {
   for (size_t i = 0; i < buckets.size(); ++i) {
     auto& b = buckets[i];
     // Decoupled weight decay, only on the parameters that take it.
-    for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+    dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
       if (s.param->info.decay && cfg_.weight_decay > 0)
         b.params.narrow(0, begin, n).mul_(1.0 - lr * cfg_.weight_decay);
     });
