@@ -22,8 +22,45 @@ namespace {
 std::string data_file(const std::string& name) { return testing::source_dir() + "/tests/data/" + name; }
 
 const Tokenizer& gpt2() {
-  static const auto tokenizer = make_gpt2_tokenizer(data_file("gpt2/encoder.json"), data_file("gpt2/vocab.bpe"));
+  static const auto tokenizer = make_tokenizer({"gpt2", data_file("gpt2/encoder.json"), data_file("gpt2/vocab.bpe"), ""});
   return *tokenizer;
+}
+
+std::string json_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return out + "\"";
+}
+
+// GPT-2's tokenizer.json as Hugging Face's tokenizers library writes it, built from the same
+// encoder.json and vocab.bpe. `pair_merges` picks the newer merges spelling (["a", "b"])
+// over the older ("a b").
+std::string hf_gpt2_json(bool pair_merges) {
+  std::string merges;
+  std::ifstream in(data_file("gpt2/vocab.bpe"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.rfind("#version", 0) == 0) continue;
+    const size_t space = line.find(' ');
+    merges += merges.empty() ? "" : ",";
+    merges += pair_merges ? "[" + json_quoted(line.substr(0, space)) + "," + json_quoted(line.substr(space + 1)) + "]"
+                          : json_quoted(line);
+  }
+  return R"({"version":"1.0","truncation":null,"padding":null,)"
+         R"("added_tokens":[{"id":50256,"content":"<|endoftext|>","single_word":false,"lstrip":false,"rstrip":false,)"
+         R"("normalized":true,"special":true}],"normalizer":null,)"
+         R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},)"
+         R"("post_processor":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":false,"use_regex":true},)"
+         R"("decoder":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true},)"
+         R"("model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":"",)"
+         R"("end_of_word_suffix":"","fuse_unk":false,"byte_fallback":false,"vocab":)" +
+         testing::read_file(data_file("gpt2/encoder.json")) + R"(,"merges":[)" + merges + "]}}";
+}
+
+// `text` with the first `from` replaced by `to` (which must be there).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
 }
 
 std::vector<std::vector<std::int32_t>> read_id_lines(const std::string& path) {
@@ -91,6 +128,31 @@ TEST_CASE("GPT-2 encoding equals the reference encoder's ids and decodes back", 
   CHECK(gpt2().vocab_size() == 50257);
   CHECK(gpt2().eod_id() == 50256);
   CHECK(gpt2().encode("").empty());
+}
+
+TEST_CASE("a Hugging Face tokenizer.json of GPT-2 encodes like encoder.json and vocab.bpe", "[data]") {
+  testing::TempDir dir;
+  const auto texts = sample_texts();
+  const auto expected = read_id_lines(data_file("gpt2_samples.ids"));
+  REQUIRE(texts.size() == expected.size());
+  for (bool pair_merges : {false, true}) {
+    testing::write_file(dir.file("tokenizer.json"), hf_gpt2_json(pair_merges));
+    const auto hf = make_tokenizer({"gpt2", "", "", dir.file("tokenizer.json")});
+    CHECK(hf->vocab_size() == 50257);
+    CHECK(hf->eod_id() == 50256);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      CHECK(hf->encode(texts[i]) == expected[i]);
+      CHECK(hf->decode(expected[i]) == texts[i]);
+    }
+  }
+  // An added special token outside model.vocab joins the vocabulary and is the end of document.
+  std::string json = replaced(hf_gpt2_json(false), R"(, "<|endoftext|>": 50256)", "");
+  json = replaced(json, R"({"id":50256,"content":"<|endoftext|>")", R"({"id":50256,"content":"<|end|>")");
+  testing::write_file(dir.file("added.json"), json);
+  const auto added = make_tokenizer({"gpt2", "", "", dir.file("added.json")});
+  CHECK(added->vocab_size() == 50257);
+  CHECK(added->eod_id() == 50256);
+  CHECK(added->decode({50256}) == "<|end|>");
 }
 
 TEST_CASE("invalid UTF-8 becomes U+FFFD per maximal subpart, as in the reference", "[data]") {
@@ -278,6 +340,19 @@ TEST_CASE("prepare-data with GPT-2 writes the reference ids and reports replaced
   for (size_t i = 0; i < expected.size(); ++i) CHECK(to_int32(ds.document(i)) == expected[i]);
 }
 
+TEST_CASE("prepare-data --tokenizer-json writes the reference ids", "[data]") {
+  testing::TempDir dir;
+  testing::write_file(dir.file("tokenizer.json"), hf_gpt2_json(true));
+  auto r = testing::trainer({"prepare-data", "--input", data_file("gpt2_samples.jsonl"), "--tokenizer", "gpt2",
+                             "--tokenizer-json", dir.file("tokenizer.json"), "--output", dir.file("hf")});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto expected = read_id_lines(data_file("gpt2_samples.ids"));
+  IndexedDataset ds(dir.file("hf"));
+  REQUIRE(ds.num_documents() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(to_int32(ds.document(i)) == expected[i]);
+}
+
 TEST_CASE("prepare-data keeps document order across threads and batches", "[data]") {
   testing::TempDir dir;
   std::string jsonl;
@@ -330,6 +405,23 @@ TEST_CASE("prepare-data: each bad input exits 2, names it, and leaves no output"
   testing::write_file(dir.file("notext.jsonl"), "{\"body\": \"x\"}\n");
   testing::write_file(dir.file("nonstring.jsonl"), "{\"text\": 5}\n");
   testing::write_file(dir.file("bad.bpe"), "#version: 0.2\n\xC4\xA0 t\nonly_one_token\n");
+  // tokenizer.json files this BPE cannot honour, each one change away from GPT-2's.
+  const std::string hf = hf_gpt2_json(false);
+  const std::vector<std::pair<std::string, std::string>> hf_changes = {
+      {R"("type":"BPE")", R"("type":"WordPiece")"},
+      {R"("type":"ByteLevel","add_prefix_space":false)", R"("type":"Metaspace","add_prefix_space":false)"},
+      {R"("add_prefix_space":false)", R"("add_prefix_space":true)"},
+      {R"("normalizer":null)", R"("normalizer":{"type":"NFC"})"},
+      {R"("byte_fallback":false)", R"("byte_fallback":true)"},
+      {R"("merges":[")", R"("merges":["nosuchtoken x",")"},
+      {R"("special":true)", R"("special":tru)"},
+  };
+  for (size_t i = 0; i < hf_changes.size(); ++i)
+    testing::write_file(dir.file("hf" + std::to_string(i) + ".json"), replaced(hf, hf_changes[i].first, hf_changes[i].second));
+  const auto hf_case = [&](size_t i) {
+    return std::vector<std::string>{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--tokenizer-json",
+                                    dir.file("hf" + std::to_string(i) + ".json")};
+  };
   const std::string enc = data_file("gpt2/encoder.json"), bpe = data_file("gpt2/vocab.bpe");
   struct Case {
     std::vector<std::string> args;
@@ -353,6 +445,14 @@ TEST_CASE("prepare-data: each bad input exits 2, names it, and leaves no output"
        {"bad.bpe:3", "expected two tokens"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--vocab-file", enc}, {"--tokenizer gpt2"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "wordpiece"}, {"--tokenizer wordpiece", "byte or gpt2"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--tokenizer-json", enc, "--merges-file", bpe}, {"not both"}},
+      {hf_case(0), {"hf0.json", "model.type is 'WordPiece'; only BPE"}},
+      {hf_case(1), {"hf1.json", "pre_tokenizer is Metaspace"}},
+      {hf_case(2), {"hf2.json", "with add_prefix_space"}},
+      {hf_case(3), {"hf3.json", "a normalizer is set"}},
+      {hf_case(4), {"hf4.json", "model.byte_fallback is true"}},
+      {hf_case(5), {"hf5.json: model.merges[0]", "no token 'nosuchtoken'"}},
+      {hf_case(6), {"hf6.json", "expected true or false"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--val-fraction", "1.5"}, {"--val-fraction"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--val-fraction", "0.1"}, {"at least 2 documents"}},
   };

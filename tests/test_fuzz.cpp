@@ -1,5 +1,6 @@
-// Bounded random-input tests of the parsers: mutated configs and mutated dataset indexes must
-// be accepted or refused with the parser's own error, never crash or throw anything else.
+// Bounded random-input tests of the parsers: mutated configs, dataset indexes and tokenizer.json
+// files must be accepted or refused with the parser's own error, never crash or throw anything
+// else.
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -7,6 +8,8 @@
 #include "config/config.hpp"
 #include "data/common.hpp"
 #include "data/indexed_dataset.hpp"
+#include "data/json.hpp"
+#include "data/tokenizer.hpp"
 #include "helpers.hpp"
 #include "catch_torch.hpp"
 
@@ -25,6 +28,31 @@ std::string mutate(std::string text, std::mt19937& rng) {
     }
   }
   return text;
+}
+
+// A small GPT-2-style tokenizer.json: the 256 byte tokens and the first 44 merges of GPT-2
+// (whose results are ids 256..299, in merge order), and <|endoftext|> as an added token.
+std::string small_tokenizer_json() {
+  const std::string dir = testing::source_dir() + "/tests/data/gpt2/";
+  const std::string encoder = testing::read_file(dir + "encoder.json");
+  trainer::data::JsonReader json(encoder);
+  std::string vocab;
+  json.begin_object();
+  for (std::string token; json.next_member(token);) {
+    const auto id = json.integer();
+    if (id >= 300) continue;
+    std::string quoted;
+    for (char c : token) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    vocab += (vocab.empty() ? "\"" : ",\"") + quoted + "\":" + std::to_string(id);
+  }
+  std::string merges;
+  std::ifstream in(dir + "vocab.bpe");
+  std::string line;
+  std::getline(in, line);  // #version
+  for (int i = 0; i < 44 && std::getline(in, line); ++i) merges += (i ? ",\"" : "\"") + line + "\"";
+  return R"({"added_tokens":[{"id":300,"content":"<|endoftext|>","special":true}],"normalizer":null,)"
+         R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+         R"("model":{"type":"BPE","dropout":null,"vocab":{)" + vocab + R"(},"merges":[)" + merges + "]}}";
 }
 
 }  // namespace
@@ -66,6 +94,28 @@ TEST_CASE("fuzz: mutated dataset indexes open or fail with DataError", "[fuzz]")
     try {
       trainer::data::IndexedDataset ds(dir.file("m"));
       for (size_t d = 0; d < ds.num_documents(); ++d) (void)ds.document(d).to_vector();
+    } catch (const trainer::data::DataError&) {
+      ++refused;
+    } catch (const std::exception& e) {
+      FAIL("unexpected exception: " << e.what());
+    }
+  }
+  CHECK(refused > 100);
+}
+
+TEST_CASE("fuzz: mutated tokenizer.json files load or fail with DataError", "[fuzz]") {
+  testing::TempDir dir;
+  const std::string base = small_tokenizer_json();
+  testing::write_file(dir.file("t.json"), base);
+  REQUIRE(trainer::data::make_tokenizer({"gpt2", "", "", dir.file("t.json")})->vocab_size() == 301);
+  std::mt19937 rng(4242);
+  int refused = 0;
+  for (int i = 0; i < 1500; ++i) {
+    testing::write_file(dir.file("t.json"), mutate(base, rng));
+    try {
+      const auto t = trainer::data::make_tokenizer({"gpt2", "", "", dir.file("t.json")});
+      const auto ids = t->encode("the cat in the hat, 42 times\n");
+      CHECK(t->decode(ids) == "the cat in the hat, 42 times\n");
     } catch (const trainer::data::DataError&) {
       ++refused;
     } catch (const std::exception& e) {

@@ -72,6 +72,19 @@ int cmd_check_config(const std::string& path, const std::vector<std::string>& se
   return 0;
 }
 
+int report_bad_input(const std::exception& e) {
+  std::cerr << "error: " << e.what() << std::endl;
+  return kExitBadInput;
+}
+
+// --tokenizer and its files, shared by prepare-data and generate; returns --tokenizer.
+CLI::Option* add_tokenizer_options(CLI::App* app, data::TokenizerFiles& files) {
+  app->add_option("--vocab-file", files.vocab_file, "gpt2: encoder.json");
+  app->add_option("--merges-file", files.merges_file, "gpt2: vocab.bpe");
+  app->add_option("--tokenizer-json", files.tokenizer_json, "gpt2: a Hugging Face tokenizer.json (BPE) instead");
+  return app->add_option("--tokenizer", files.kind, "byte | gpt2 (default byte)");
+}
+
 struct RendezvousFlags {
   int rank = -1, world_size = -1, master_port = -1;
   std::string master_addr;
@@ -240,8 +253,7 @@ int main(int argc, char** argv) {
   gen->add_option("--temperature", gopts.temperature, "sampling temperature; 0 = greedy");
   gen->add_option("--top-k", gopts.top_k, "sample among the k most likely tokens; 0 = all");
   gen->add_option("--seed", gopts.seed, "sampling seed");
-  gen->add_option("--vocab-file", gopts.vocab_file, "GPT-2 encoder.json (default: byte-level tokens)");
-  gen->add_option("--merges-file", gopts.merges_file, "GPT-2 vocab.bpe");
+  add_tokenizer_options(gen, gopts.tokenizer);
 
   auto* peak = app.add_subcommand("bench-peak", "measure this machine's matmul TFLOP/s (for runtime.peak_tflops)");
   std::string peak_dtype = "fp32";
@@ -258,9 +270,7 @@ int main(int argc, char** argv) {
   data::PrepareOptions popts;
   prepare->add_option("--input", popts.inputs, "text files, .jsonl/.json files ({\"text\": ...} per line) or directories")
       ->required();
-  prepare->add_option("--tokenizer", popts.tokenizer, "byte | gpt2")->required();
-  prepare->add_option("--vocab-file", popts.vocab_file, "gpt2: encoder.json");
-  prepare->add_option("--merges-file", popts.merges_file, "gpt2: vocab.bpe");
+  add_tokenizer_options(prepare, popts.tokenizer)->required();
   prepare->add_option("--output", popts.output, "output prefix: writes PREFIX.bin and PREFIX.idx")->required();
   prepare->add_option("--val-fraction", popts.val_fraction, "last fraction of documents to PREFIX_val (rest: PREFIX_train)");
   prepare->add_flag("--append-eod", popts.append_eod, "append the end-of-document token to every document");
@@ -303,11 +313,11 @@ int main(int argc, char** argv) {
       return dist::launch_local(lopts);
     }
   } catch (const ConfigError& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return kExitBadInput;
+    return report_bad_input(e);
   } catch (const dist::JobEnvError& e) {
-    std::cerr << "error: " << e.what() << std::endl;
-    return kExitBadInput;
+    return report_bad_input(e);
+  } catch (const data::DataError& e) {
+    return report_bad_input(e);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << std::endl;
     return 1;

@@ -24,22 +24,37 @@ void JsonReader::expect(char c) {
   ++pos_;
 }
 
-void JsonReader::begin_object() {
-  expect('{');
-  first_member_ = true;
+void JsonReader::open(char bracket) {
+  expect(bracket);
+  // skip_value recurses once per level: bound it so hostile input cannot exhaust the stack.
+  if (first_item_.size() >= kMaxDepth) fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  first_item_.push_back(true);
+}
+
+void JsonReader::begin_object() { open('{'); }
+void JsonReader::begin_array() { open('['); }
+
+// Consumes the closing bracket (and forgets the container) or the comma before the next item.
+bool JsonReader::next_item(char close) {
+  if (first_item_.empty()) fail("no object or array is open");
+  if (peek() == close) {
+    ++pos_;
+    first_item_.pop_back();
+    return false;
+  }
+  if (!first_item_.back()) expect(',');
+  first_item_.back() = false;
+  return true;
 }
 
 bool JsonReader::next_member(std::string& key) {
-  if (peek() == '}') {
-    ++pos_;
-    return false;
-  }
-  if (!first_member_) expect(',');
-  first_member_ = false;
+  if (!next_item('}')) return false;
   key = string();
   expect(':');
   return true;
 }
+
+bool JsonReader::next_element() { return next_item(']'); }
 
 unsigned JsonReader::hex4() {
   if (pos_ + 4 > text_.size()) fail("short \\u escape");
@@ -109,6 +124,18 @@ std::int64_t JsonReader::integer() {
   return text_[start] == '-' ? -v : v;
 }
 
+bool JsonReader::boolean() {
+  skip_space();
+  for (const bool value : {true, false}) {
+    const std::string_view word = value ? "true" : "false";
+    if (text_.substr(pos_, word.size()) == word) {
+      pos_ += word.size();
+      return value;
+    }
+  }
+  fail("expected true or false");
+}
+
 // Numbers, true, false, null: a run of the characters they are made of.
 void JsonReader::skip_literal() {
   const size_t start = pos_;
@@ -121,25 +148,12 @@ void JsonReader::skip_value() {
   const char c = peek();
   if (c == '"') {
     string();
-  } else if (c == '{' || c == '[') {
-    const char close = c == '{' ? '}' : ']';
-    ++pos_;
-    if (peek() == close) {
-      ++pos_;
-      return;
-    }
-    while (true) {
-      if (c == '{') {
-        string();
-        expect(':');
-      }
-      skip_value();
-      if (peek() == close) {
-        ++pos_;
-        return;
-      }
-      expect(',');
-    }
+  } else if (c == '{') {
+    begin_object();
+    for (std::string key; next_member(key);) skip_value();
+  } else if (c == '[') {
+    begin_array();
+    while (next_element()) skip_value();
   } else {
     skip_literal();
   }

@@ -262,21 +262,10 @@ class OutputFiles {
 };
 
 void check_options(const PrepareOptions& o) {
-  if (o.tokenizer == "gpt2" && (o.vocab_file.empty() || o.merges_file.empty()))
-    throw DataError("--tokenizer gpt2 needs --vocab-file (encoder.json) and --merges-file (vocab.bpe)");
-  if (o.tokenizer == "byte" && (!o.vocab_file.empty() || !o.merges_file.empty()))
-    throw DataError("--vocab-file and --merges-file are for --tokenizer gpt2, not byte");
-  if (o.tokenizer != "byte" && o.tokenizer != "gpt2")
-    throw DataError("--tokenizer " + o.tokenizer + ": use byte or gpt2");
   if (!(o.val_fraction >= 0 && o.val_fraction < 1))
     throw DataError("--val-fraction " + std::to_string(o.val_fraction) + ": must be at least 0 and below 1");
   if (o.workers < 0) throw DataError("--workers " + std::to_string(o.workers) + ": must be 0 (all cores) or more");
   if (o.output.empty() || o.output.back() == '/') throw DataError("--output must be a file prefix, e.g. data/corpus");
-}
-
-std::unique_ptr<Tokenizer> make_tokenizer(const PrepareOptions& o) {
-  if (o.tokenizer == "gpt2") return make_gpt2_tokenizer(o.vocab_file, o.merges_file);
-  return make_byte_tokenizer();
 }
 
 // Validation documents: the last `fraction` of them, rounded, at least one and leaving one.
@@ -294,7 +283,7 @@ void print_summary(const PrepareOptions& o, const Tokenizer& tokenizer, TokenTyp
               s.documents, s.empty, s.files, s.bytes / 1e6, static_cast<long long>(s.tokens), seconds,
               s.bytes / 1e6 / seconds, s.tokens / seconds, workers);
   std::printf("prepare-data: invalid UTF-8 sequences replaced by U+FFFD: %zu\n", s.replaced);
-  std::printf("prepare-data: tokenizer %s, vocab %d, end-of-document id %d %s; dtype %s\n", o.tokenizer.c_str(),
+  std::printf("prepare-data: tokenizer %s, vocab %d, end-of-document id %d %s; dtype %s\n", o.tokenizer.kind.c_str(),
               tokenizer.vocab_size(), tokenizer.eod_id(), o.append_eod ? "appended" : "not appended",
               token_type_name(type));
 }
@@ -308,7 +297,7 @@ void print_written(const std::string& prefix, const IndexedDatasetWriter& w, siz
 
 void run(const PrepareOptions& o) {
   check_options(o);
-  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o);
+  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(o.tokenizer);
   DocumentReader reader(list_files(o.inputs));
   const int workers = o.workers > 0 ? o.workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const TokenType type = token_type_for_vocab(tokenizer->vocab_size());

@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.hpp"
+
 namespace trainer::data {
 
 struct PrepareOptions {
   std::vector<std::string> inputs;      // files and directories
-  std::string tokenizer;                // "byte" or "gpt2"
-  std::string vocab_file, merges_file;  // gpt2: encoder.json and vocab.bpe
+  TokenizerFiles tokenizer;
   std::string output;                   // writes OUTPUT.bin and OUTPUT.idx
   double val_fraction = 0;              // > 0: OUTPUT_train and OUTPUT_val, the last documents to val
   bool append_eod = false;              // end-of-document token after each document

@@ -150,11 +150,207 @@ std::string symbol_string(std::string_view bytes, const std::array<char32_t, 256
   return out;
 }
 
+// A byte-level BPE vocabulary as either file format spells it: token strings in GPT-2's byte
+// alphabet with their ids, and the merges, best first. `where` fields name the file (and line
+// or index) for error messages.
+struct BpeVocabulary {
+  struct Merge {
+    std::string left, right, where;
+  };
+  std::unordered_map<std::string, std::int32_t> encoder;
+  std::string encoder_where;
+  std::vector<Merge> merges;
+  std::string merges_where;
+  std::string eod;  // the end-of-document token's string
+};
+
+// Adds `token` -> `id` to the vocabulary, refusing ids that cannot be ours and duplicates.
+void add_token(BpeVocabulary& v, const std::string& token, std::int64_t id) {
+  if (id < 0 || id >= INT32_MAX) throw DataError("token '" + token + "' has id " + std::to_string(id));
+  if (!v.encoder.emplace(token, static_cast<std::int32_t>(id)).second)
+    throw DataError("token '" + token + "' appears twice");
+}
+
+// GPT-2's files: encoder.json maps tokens to ids; vocab.bpe has an optional "#version" line,
+// then "left right" per line.
+BpeVocabulary read_gpt2_files(const std::string& encoder_json, const std::string& merges_file) {
+  BpeVocabulary v;
+  v.encoder_where = encoder_json;
+  v.merges_where = merges_file;
+  v.eod = "<|endoftext|>";
+  try {
+    const std::string text = read_file(encoder_json);
+    JsonReader json(text);
+    json.begin_object();
+    for (std::string token; json.next_member(token);) add_token(v, token, json.integer());
+    json.end();
+  } catch (const DataError& e) {
+    throw DataError(encoder_json + ": " + e.what());
+  }
+  std::istringstream lines(read_file(merges_file));
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (line.empty() || (number == 1 && line.rfind("#version", 0) == 0)) continue;
+    std::istringstream fields(line);
+    std::string left, right, extra;
+    const std::string where = merges_file + ":" + std::to_string(number);
+    if (!(fields >> left >> right) || fields >> extra) throw DataError(where + ": expected two tokens, got '" + line + "'");
+    v.merges.push_back({left, right, where});
+  }
+  return v;
+}
+
+// A string member that may be null (read as "").
+std::string optional_string(JsonReader& json) {
+  if (json.peek_value() != 'n') return json.string();
+  json.skip_value();
+  return {};
+}
+
+// tokenizer.json's "model": must be BPE without the options GPT-2's algorithm lacks.
+void read_hf_model(JsonReader& json, const std::string& path, BpeVocabulary& v) {
+  std::string type;
+  json.begin_object();
+  for (std::string key; json.next_member(key);) {
+    if (key == "type") {
+      type = json.string();
+    } else if (key == "vocab") {
+      json.begin_object();
+      for (std::string token; json.next_member(token);) add_token(v, token, json.integer());
+    } else if (key == "merges") {
+      json.begin_array();
+      for (size_t i = 0; json.next_element(); ++i) {
+        const std::string where = path + ": model.merges[" + std::to_string(i) + "]";
+        std::string left, right;
+        if (json.peek_value() == '[') {  // newer files: ["left", "right"]
+          json.begin_array();
+          if (json.next_element()) left = json.string();
+          if (json.next_element()) right = json.string();
+          if (json.next_element()) throw DataError(where + ": expected a pair of tokens");
+        } else {  // older files: "left right"
+          const std::string pair = json.string();
+          const size_t space = pair.find(' ');
+          if (space != std::string::npos) left = pair.substr(0, space), right = pair.substr(space + 1);
+        }
+        if (left.empty() || right.empty() || right.find(' ') != std::string::npos)
+          throw DataError(where + ": expected two tokens");
+        v.merges.push_back({left, right, where});
+      }
+    } else if (key == "continuing_subword_prefix" || key == "end_of_word_suffix") {
+      if (!optional_string(json).empty()) throw DataError("model." + key + " is set; GPT-2's BPE has none");
+    } else if (key == "byte_fallback" || key == "ignore_merges") {
+      if (json.peek_value() != 'n' && json.boolean()) throw DataError("model." + key + " is true; GPT-2's BPE has neither");
+    } else if (key == "dropout") {
+      if (json.peek_value() != 'n') throw DataError("model.dropout is set; only deterministic BPE is supported");
+      json.skip_value();
+    } else {
+      json.skip_value();
+    }
+  }
+  if (type != "BPE") throw DataError("model.type is '" + type + "'; only BPE is supported");
+}
+
+// tokenizer.json's "pre_tokenizer": must be ByteLevel with GPT-2's regex and no added prefix
+// space, which is what our gpt2_pretokenize implements.
+void check_hf_pre_tokenizer(JsonReader& json) {
+  const std::string why = "; only ByteLevel with use_regex true and add_prefix_space false (GPT-2's) is supported";
+  if (json.peek_value() != '{') throw DataError("pre_tokenizer is not set" + why);
+  std::string type;
+  bool prefix_space = false, use_regex = true;
+  json.begin_object();
+  for (std::string key; json.next_member(key);) {
+    if (key == "type") type = json.string();
+    else if (key == "add_prefix_space") prefix_space = json.boolean();
+    else if (key == "use_regex") use_regex = json.boolean();
+    else json.skip_value();
+  }
+  if (type != "ByteLevel" || prefix_space || !use_regex)
+    throw DataError("pre_tokenizer is " + type + (prefix_space ? " with add_prefix_space" : "") +
+                    (use_regex ? "" : " without use_regex") + why);
+}
+
+struct AddedToken {
+  std::string content;
+  std::int64_t id = -1;
+  bool special = false;
+};
+
+// tokenizer.json's "added_tokens": [{"id": 50256, "content": "<|endoftext|>", "special": true, ...}].
+std::vector<AddedToken> read_hf_added_tokens(JsonReader& json) {
+  std::vector<AddedToken> out;
+  json.begin_array();
+  while (json.next_element()) {
+    AddedToken t;
+    json.begin_object();
+    for (std::string key; json.next_member(key);) {
+      if (key == "content") t.content = json.string();
+      else if (key == "id") t.id = json.integer();
+      else if (key == "special") t.special = json.boolean();
+      else json.skip_value();
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// Each added token joins the vocabulary unless model.vocab already has it at that id. The
+// end-of-document token is "<|endoftext|>" if there is one, else the first special added token.
+void add_hf_added_tokens(const std::vector<AddedToken>& added, BpeVocabulary& v) {
+  const std::array<char32_t, 256> symbols = byte_symbols();
+  std::string first_special;
+  for (const AddedToken& t : added) {
+    const std::string token = symbol_string(t.content, symbols);  // decoding gives `content` back
+    const auto it = v.encoder.find(token);
+    if (it == v.encoder.end() || it->second != t.id) add_token(v, token, t.id);
+    if (t.special && first_special.empty()) first_special = token;
+  }
+  v.eod = v.encoder.count("<|endoftext|>") ? "<|endoftext|>" : first_special;
+  if (v.eod.empty()) throw DataError("no end-of-document token: no <|endoftext|> and no special added token");
+}
+
+// A Hugging Face tokenizer.json of a GPT-2-style byte-level BPE.
+BpeVocabulary read_hf_tokenizer(const std::string& path) {
+  BpeVocabulary v;
+  v.encoder_where = v.merges_where = path;
+  try {
+    const std::string text = read_file(path);
+    JsonReader json(text);
+    bool have_model = false, have_pre_tokenizer = false;
+    std::vector<AddedToken> added;
+    json.begin_object();
+    for (std::string key; json.next_member(key);) {
+      if (key == "model") {
+        read_hf_model(json, path, v);
+        have_model = true;
+      } else if (key == "pre_tokenizer") {
+        check_hf_pre_tokenizer(json);
+        have_pre_tokenizer = true;
+      } else if (key == "normalizer") {
+        if (json.peek_value() != 'n') throw DataError("a normalizer is set; GPT-2's BPE has none");
+        json.skip_value();
+      } else if (key == "added_tokens") {
+        added = read_hf_added_tokens(json);
+      } else {
+        json.skip_value();
+      }
+    }
+    json.end();
+    if (!have_model) throw DataError("no \"model\"; is this a tokenizer.json?");
+    if (!have_pre_tokenizer) throw DataError("no \"pre_tokenizer\"; only ByteLevel (GPT-2's) is supported");
+    add_hf_added_tokens(added, v);
+  } catch (const DataError& e) {
+    throw DataError(path + ": " + e.what());
+  }
+  return v;
+}
+
 class Gpt2Tokenizer : public Tokenizer {
  public:
-  Gpt2Tokenizer(const std::string& encoder_json, const std::string& merges_file) : serial_(++next_serial_) {
-    read_encoder(encoder_json);
-    read_merges(merges_file);
+  explicit Gpt2Tokenizer(BpeVocabulary v) : serial_(++next_serial_) {
+    encoder_ = std::move(v.encoder);
+    build_decoder(v.encoder_where);
+    build_merges(v.merges, v.merges_where);
+    eod_ = token_id(v.encoder_where, v.eod);
   }
 
   std::vector<std::int32_t> encode(std::string_view text) const override {
@@ -183,67 +379,42 @@ class Gpt2Tokenizer : public Tokenizer {
     return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
   }
 
-  void read_encoder(const std::string& path) {
-    const std::string text = read_file(path);
+  // Each token's bytes, for decoding: every character must be one of the 256 byte symbols.
+  // Ids must be 0..N-1, each once (so the vocabulary size is N).
+  void build_decoder(const std::string& where) {
     const std::array<char32_t, 256> symbols = byte_symbols();
     std::unordered_map<char32_t, char> byte_of_symbol;
     for (int b = 0; b < 256; ++b) byte_of_symbol[symbols[b]] = static_cast<char>(b);
-    try {
-      JsonReader json(text);
-      json.begin_object();
-      for (std::string token; json.next_member(token);) {
-        const std::int64_t id = json.integer();
-        if (id < 0 || id >= INT32_MAX) throw DataError("token '" + token + "' has id " + std::to_string(id));
-        if (!encoder_.emplace(token, static_cast<std::int32_t>(id)).second)
-          throw DataError("token '" + token + "' appears twice");
-      }
-      json.end();
-    } catch (const DataError& e) {
-      throw DataError(path + ": " + e.what());
-    }
-    // Each token's bytes, for decoding: every character must be one of the 256 byte symbols.
-    // Ids must be 0..N-1, each once (so the vocabulary size is N).
     token_bytes_.assign(encoder_.size(), {});
     std::vector<bool> seen(encoder_.size(), false);
     for (const auto& [token, id] : encoder_) {
       if (static_cast<size_t>(id) >= encoder_.size() || seen[id])
-        throw DataError(path + ": token '" + token + "' has id " + std::to_string(id) + "; ids must be 0.." +
+        throw DataError(where + ": token '" + token + "' has id " + std::to_string(id) + "; ids must be 0.." +
                         std::to_string(encoder_.size() - 1) + ", each used once");
       seen[id] = true;
       for (size_t i = 0; i < token.size();) {
         const CodePoint c = decode_at(token, i);
         const auto byte = byte_of_symbol.find(c.value);
         if (!c.valid || byte == byte_of_symbol.end())
-          throw DataError(path + ": token '" + token + "' has a character outside GPT-2's byte alphabet");
+          throw DataError(where + ": token '" + token + "' has a character outside GPT-2's byte alphabet");
         token_bytes_[id] += byte->second;
         i += c.length;
       }
     }
-    for (int b = 0; b < 256; ++b) byte_id_[b] = token_id(path, symbol_string(std::string(1, static_cast<char>(b)), symbols));
-    eod_ = token_id(path, "<|endoftext|>");
+    for (int b = 0; b < 256; ++b) byte_id_[b] = token_id(where, symbol_string(std::string(1, static_cast<char>(b)), symbols));
   }
 
-  std::int32_t token_id(const std::string& path, const std::string& token) const {
+  std::int32_t token_id(const std::string& where, const std::string& token) const {
     const auto it = encoder_.find(token);
-    if (it == encoder_.end()) throw DataError(path + ": no token '" + token + "'");
+    if (it == encoder_.end()) throw DataError(where + ": no token '" + token + "'");
     return it->second;
   }
 
-  // vocab.bpe: an optional "#version" line, then "left right" per line, best merge first.
-  void read_merges(const std::string& path) {
-    std::istringstream lines(read_file(path));
+  void build_merges(const std::vector<BpeVocabulary::Merge>& lines, const std::string& where) {
     std::vector<std::array<std::int32_t, 3>> merges;  // left, right, merged
-    std::string line;
-    for (int number = 1; std::getline(lines, line); ++number) {
-      if (line.empty() || (number == 1 && line.rfind("#version", 0) == 0)) continue;
-      std::istringstream fields(line);
-      std::string left, right, extra;
-      if (!(fields >> left >> right) || fields >> extra)
-        throw DataError(path + ":" + std::to_string(number) + ": expected two tokens, got '" + line + "'");
-      const std::string where = path + ":" + std::to_string(number);
-      merges.push_back({token_id(where, left), token_id(where, right), token_id(where, left + right)});
-    }
-    check_merge_order(path, merges);
+    for (const auto& m : lines)
+      merges.push_back({token_id(m.where, m.left), token_id(m.where, m.right), token_id(m.where, m.left + m.right)});
+    check_merge_order(where, merges);
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const auto& m = merges[rank];
       merges_[pair_key(m[0], m[1])] = {static_cast<std::int32_t>(rank), m[2]};
@@ -407,8 +578,21 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text) {
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
 
-std::unique_ptr<Tokenizer> make_gpt2_tokenizer(const std::string& encoder_json, const std::string& merges_file) {
-  return std::make_unique<Gpt2Tokenizer>(encoder_json, merges_file);
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerFiles& f) {
+  const bool gpt2_files = !f.vocab_file.empty() || !f.merges_file.empty();
+  if (f.kind == "byte") {
+    if (gpt2_files || !f.tokenizer_json.empty())
+      throw DataError("--vocab-file, --merges-file and --tokenizer-json are for --tokenizer gpt2, not byte");
+    return std::make_unique<ByteTokenizer>();
+  }
+  if (f.kind != "gpt2") throw DataError("--tokenizer " + f.kind + ": use byte or gpt2");
+  if (!f.tokenizer_json.empty()) {
+    if (gpt2_files) throw DataError("give either --tokenizer-json or --vocab-file with --merges-file, not both");
+    return std::make_unique<Gpt2Tokenizer>(read_hf_tokenizer(f.tokenizer_json));
+  }
+  if (f.vocab_file.empty() || f.merges_file.empty())
+    throw DataError("--tokenizer gpt2 needs --vocab-file (encoder.json) and --merges-file (vocab.bpe), or --tokenizer-json");
+  return std::make_unique<Gpt2Tokenizer>(read_gpt2_files(f.vocab_file, f.merges_file));
 }
 
 }  // namespace trainer::data

@@ -1,5 +1,6 @@
 // Tokenizers for `trainer prepare-data`, in plain C++17 (no LibTorch, so data tools build fast):
-// byte-level, and GPT-2's byte-level BPE read from encoder.json + vocab.bpe. GPT-2 encoding
+// byte-level, and GPT-2's byte-level BPE read from encoder.json + vocab.bpe or from a Hugging
+// Face tokenizer.json. GPT-2 encoding
 // matches the JavaScript reference encoder (npm gpt-3-encoder, a port of OpenAI's encoder.py):
 // tests/test_data.cpp checks ids generated with it.
 #pragma once
@@ -54,10 +55,21 @@ class Tokenizer {
 // one vocabulary.
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
 
-// GPT-2 byte-level BPE: `encoder_json` maps token strings to ids, `merges_file` (vocab.bpe)
-// lists merges, highest priority first. The end-of-document token is "<|endoftext|>" (50256);
-// that text inside a document is ordinary text, as in the reference encoder. Throws DataError
-// naming the file when a file is missing or malformed.
-std::unique_ptr<Tokenizer> make_gpt2_tokenizer(const std::string& encoder_json, const std::string& merges_file);
+// Where a tokenizer comes from, as `prepare-data` and `generate` take it on the command line.
+struct TokenizerFiles {
+  std::string kind = "byte";            // "byte" or "gpt2"
+  std::string vocab_file, merges_file;  // gpt2: encoder.json and vocab.bpe, or
+  std::string tokenizer_json;           // gpt2: a Hugging Face tokenizer.json of that BPE
+};
+
+// `kind` "gpt2" is GPT-2's byte-level BPE from either source. encoder.json maps token strings
+// to ids and vocab.bpe lists merges, highest priority first; the end-of-document token is
+// "<|endoftext|>" (50256). A tokenizer.json must have model.type BPE (no dropout, subword
+// prefix/suffix, byte fallback or ignore_merges), a ByteLevel pre_tokenizer with GPT-2's regex
+// and no prefix space, and no normalizer; its added_tokens join the vocabulary, and the
+// end-of-document token is <|endoftext|> or else the first special one. Special tokens inside
+// a document are ordinary text, as in the reference encoder. Throws DataError naming the file
+// (and line or merge) for a missing or malformed file, and naming the flags for a bad mix.
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerFiles& files);
 
 }  // namespace trainer::data

@@ -23,8 +23,7 @@ std::string generate(const GenerateOptions& opts) {
   Config cfg = load_config(dir + "/config.yaml", {"parallel.dp=1", "parallel.pp=1", "parallel.tp=1",
                                                   "parallel.schedule=1f1b", "parallel.virtual_stages=1",
                                                   "parallel.stage_layers=[]", "model.dropout=0"});
-  auto tokenizer = opts.vocab_file.empty() ? data::make_byte_tokenizer()
-                                           : data::make_gpt2_tokenizer(opts.vocab_file, opts.merges_file);
+  auto tokenizer = data::make_tokenizer(opts.tokenizer);
   if (tokenizer->vocab_size() > cfg.model.vocab_size + 1)
     throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
                              " ids but the model only " + std::to_string(cfg.model.vocab_size));

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "data/tokenizer.hpp"
+
 namespace trainer {
 
 struct GenerateOptions {
@@ -13,7 +15,7 @@ struct GenerateOptions {
   double temperature = 1.0;   // 0 = greedy
   int top_k = 0;              // 0 = all tokens
   std::int64_t seed = 0;
-  std::string vocab_file, merges_file;  // GPT-2 BPE; byte-level when empty
+  data::TokenizerFiles tokenizer;
 };
 
 // Returns the prompt followed by the generated text.
