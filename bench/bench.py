@@ -49,25 +49,31 @@ def trainer_run(config, nproc, sets, steps):
             "tflops_per_rank": med("tflops_per_rank")}
 
 
-def pytorch_run(model, batch, steps, threads, nproc):
+# What trainer sets with mallopt at start-up (see keep_freed_memory in src/cli/cli.cpp), given
+# to PyTorch through the environment so that the table also shows the gain that is not ours.
+TUNED_MALLOC = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824"}
+
+
+def pytorch_run(model, batch, steps, threads, nproc, env=None):
     cmd = [PY, os.path.join(ROOT, "bench/pytorch_gpt.py"), "--config", json.dumps(model), "--batch", str(batch),
            "--steps", str(steps), "--threads", str(threads)]
     if nproc > 1:
         cmd = [PY, "-m", "torch.distributed.run", "-r", "9:0", "-t", "9:0", "--nproc_per_node", str(nproc),
                "--master_port", str(29700 + os.getpid() % 200)] + cmd[1:]
-    line = [l for l in run(cmd).splitlines() if l.startswith("{")][-1]
+    line = [l for l in run(cmd, env).splitlines() if l.startswith("{")][-1]
     res = json.loads(line)
     times = res["step_times"][2:] if len(res["step_times"]) > 3 else res["step_times"]
     step = statistics.median(times)
     return {"tokens_per_s": res["tokens_per_step"] / step, "step_s": step}
 
 
-def alternate(a, b, repeats):
-    ra, rb = [], []
+def alternate(repeats, *runners):
+    """Each runner once per round, in turn: A B C A B C ..."""
+    results = [[] for _ in runners]
     for _ in range(repeats):
-        ra.append(a())
-        rb.append(b())
-    return ra, rb
+        for out, runner in zip(results, runners):
+            out.append(runner())
+    return results
 
 
 def summary(runs, key="tokens_per_s"):
@@ -95,11 +101,13 @@ def main():
         batch = 16 if "tiny" in config else 8
         sets = ["parallel.dp=1", "parallel.pp=1", "parallel.tp=1", f"train.global_batch_size={batch}",
                 f"parallel.micro_batch_size={batch}", f"runtime.threads={cores}"]
-        ours, theirs = alternate(lambda: trainer_run(path, 1, sets, steps),
-                                 lambda: pytorch_run(model, batch, steps, cores, 1), repeats)
+        ours, theirs, tuned = alternate(repeats, lambda: trainer_run(path, 1, sets, steps),
+                                        lambda: pytorch_run(model, batch, steps, cores, 1),
+                                        lambda: pytorch_run(model, batch, steps, cores, 1, TUNED_MALLOC))
         mfu = statistics.median(r["tflops_per_rank"] for r in ours) / peak["fp32"]
         results["cases"].append({"name": f"{os.path.basename(config)} 1x1x1 fp32", "trainer": summary(ours),
-                                 "pytorch": summary(theirs), "trainer_mfu": mfu})
+                                 "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
+                                 "trainer_mfu": mfu})
 
     # DP=2, one thread each, against DDP.
     path = os.path.join(ROOT, configs[-1])
@@ -107,10 +115,11 @@ def main():
     mb = 16 if "tiny" in path else 8
     sets = ["parallel.dp=2", "parallel.pp=1", "parallel.tp=1", f"train.global_batch_size={2 * mb}",
             f"parallel.micro_batch_size={mb}", "runtime.threads=1"]
-    ours, theirs = alternate(lambda: trainer_run(path, 2, sets, steps),
-                             lambda: pytorch_run(model, 2 * mb, steps, 1, 2), repeats)
+    ours, theirs, tuned = alternate(repeats, lambda: trainer_run(path, 2, sets, steps),
+                                    lambda: pytorch_run(model, 2 * mb, steps, 1, 2),
+                                    lambda: pytorch_run(model, 2 * mb, steps, 1, 2, TUNED_MALLOC))
     results["cases"].append({"name": f"{os.path.basename(path)} dp=2 fp32", "trainer": summary(ours),
-                             "pytorch": summary(theirs),
+                             "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
                              "exposed_comm_fraction": statistics.median(r["comm_s"] / r["step_s"] for r in ours)})
 
     # Pipeline bubble, measured on the last stage, against theory.
@@ -131,13 +140,20 @@ def write(results):
     os.makedirs(ARGS.out, exist_ok=True)
     lines = [f"peak matmul TFLOP/s ({results['cores']} threads): fp32 {results['peak_tflops']['fp32']:.3f}, "
              f"bf16 {results['peak_tflops']['bf16']:.3f}", "",
-             f"{'case':28} {'trainer tok/s':>14} {'pytorch tok/s':>14} {'ratio':>6}  notes"]
+             "(pytorch+malloc: the PyTorch script with trainer's malloc settings; split: trainer's step time as "
+             "compute / exposed communication / bubble)", "",
+             f"{'case':20} {'trainer':>8} {'pytorch':>8} {'ratio':>6} {'pytorch+malloc':>15} {'ratio':>6} "
+             f"{'MFU':>5} {'split c/x/b %':>14} {'rss MB':>7}  spread (tok/s)"]
     for c in results["cases"]:
-        t, p = c["trainer"]["median"], c["pytorch"]["median"]
-        note = f"MFU {100 * c['trainer_mfu']:.0f}%" if "trainer_mfu" in c else \
-            f"exposed comm {100 * c['exposed_comm_fraction']:.0f}% of step"
-        spread = f"[{c['trainer']['min']:.0f}-{c['trainer']['max']:.0f} vs {c['pytorch']['min']:.0f}-{c['pytorch']['max']:.0f}]"
-        lines.append(f"{c['name']:28} {t:14.0f} {p:14.0f} {t / p:6.2f}  {note} {spread}")
+        t, p, pt = c["trainer"]["median"], c["pytorch"]["median"], c["pytorch_tuned_malloc"]["median"]
+        mfu = f"{100 * c['trainer_mfu']:.0f}%" if "trainer_mfu" in c else "-"
+        runs = c["trainer"]["runs"]
+        step = statistics.median(r["step_s"] for r in runs)
+        split = "/".join(f"{100 * statistics.median(r[k] for r in runs) / step:.0f}" for k in ("compute_s", "comm_s", "bubble_s"))
+        rss = max(r["peak_rss_mb"] for r in runs)
+        spread = " vs ".join(f"{c[k]['min']:.0f}-{c[k]['max']:.0f}" for k in ("trainer", "pytorch", "pytorch_tuned_malloc"))
+        lines.append(f"{c['name']:20} {t:8.0f} {p:8.0f} {t / p:6.2f} {pt:15.0f} {t / pt:6.2f} {mfu:>5} {split:>14} "
+                     f"{rss:7.0f}  {spread}")
     lines += ["", f"{'pp':>3} {'m':>3} {'schedule':9} {'bubble':>7} {'theory':>7}"]
     for b in results["bubble"]:
         lines.append(f"{b['pp']:3} {b['microbatches']:3} {b['schedule']:9} {b['measured']:7.2f} {b['theory']:7.2f}")
@@ -152,8 +168,9 @@ def write(results):
         fig, ax = plt.subplots(figsize=(8, 4))
         names = [c["name"] for c in results["cases"]]
         xs = range(len(names))
-        ax.bar([x - 0.2 for x in xs], [c["trainer"]["median"] for c in results["cases"]], 0.4, label="trainer")
-        ax.bar([x + 0.2 for x in xs], [c["pytorch"]["median"] for c in results["cases"]], 0.4, label="PyTorch")
+        for shift, key, label in ((-0.27, "trainer", "trainer"), (0, "pytorch", "PyTorch"),
+                                  (0.27, "pytorch_tuned_malloc", "PyTorch + trainer's malloc settings")):
+            ax.bar([x + shift for x in xs], [c[key]["median"] for c in results["cases"]], 0.27, label=label)
         ax.set_xticks(list(xs), names, fontsize=8)
         ax.set_ylabel("tokens/s")
         ax.legend()

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <array>
@@ -194,7 +195,19 @@ int cmd_config_keys() {
 
 }  // namespace
 
+// glibc serves allocations above its mmap threshold (at most 32 MB by default) with fresh
+// mmaps and unmaps them on free, so each step's activations, logits and gradients come back as
+// new pages that the kernel must fault in and zero: a quarter of a small model's step time on
+// this CPU (measured with perf). Keeping freed memory in the heap lets the next step reuse it;
+// RSS then stays at the peak, which a training process reaches anyway.
+void keep_freed_memory() {
+  constexpr int kOneGiB = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kOneGiB);
+  mallopt(M_TRIM_THRESHOLD, kOneGiB);
+}
+
 int main(int argc, char** argv) {
+  keep_freed_memory();
   CLI::App app{"trainer: 3D-parallel (DP x PP x TP) GPT pretraining on LibTorch"};
   app.require_subcommand(1);
 
