@@ -1,7 +1,15 @@
 // Faults: a rank that dies or hangs makes the others exit non-zero within the collective
 // timeout, naming the peer; no process is left behind.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "dist/launcher.hpp"
 #include "helpers.hpp"
@@ -42,7 +50,132 @@ Outcome two_ranks_then(const std::string& action) {
   return o;
 }
 
+// Live processes whose command line mentions `marker` (zombies have an empty one).
+std::vector<pid_t> processes_with(const std::string& marker) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = testing::read_file("/proc/" + name + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+struct TcpSocket {
+  std::string local, state;  // address in hex as /proc/net/tcp{,6} print it; "0A" = LISTEN
+};
+
+// The TCP sockets `pid` holds.
+std::vector<TcpSocket> tcp_sockets(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::vector<TcpSocket> out;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream lines(testing::read_file(table));
+    std::string line;
+    std::getline(lines, line);  // header
+    while (std::getline(lines, line)) {
+      std::istringstream f(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (inodes.count(inode)) out.push_back({local.substr(0, local.find(':')), state});
+    }
+  }
+  return out;
+}
+
+// 127.0.0.0/8 as IPv4 (little-endian hex), IPv4-mapped IPv6, or ::1.
+bool loopback(const std::string& hex) {
+  const bool v4 = hex.size() == 8 && hex.substr(6) == "7F";
+  const bool mapped = hex.size() == 32 && hex.rfind("0000000000000000FFFF0000", 0) == 0 && hex.substr(30) == "7F";
+  return v4 || mapped || hex == "00000000000000000000000001000000";
+}
+
+// `trainer launch --nproc 2` training the tiny model at dp=2 until stopped, output to `log`.
+pid_t start_launcher(const testing::TempDir& dir, const std::string& log) {
+  const std::string command = "exec " + testing::trainer_bin() + " launch --nproc 2 -- train " + testing::source_dir() +
+                              "/configs/tiny.yaml --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1"
+                              " --set train.steps=100000 --set logging.interval=1 --set runtime.collective_timeout_s=8"
+                              " --set checkpoint.dir=" +
+                              dir.file("ckpt") + " > " + log + " 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+bool wait_for_text(const std::string& file, const std::string& text, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (testing::read_file(file).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// Waits up to `seconds` for `pid` to exit; its exit code (128+signal), or -1 if it is still running.
+int wait_exit(pid_t pid, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
 }  // namespace
+
+TEST_CASE("under trainer launch nothing listens beyond 127.0.0.1 and SIGTERM leaves no process", "[faults][mp]") {
+  testing::TempDir dir;
+  const pid_t launcher = start_launcher(dir, dir.file("log"));
+  REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
+  const auto pids = processes_with(dir.file("ckpt"));
+  CHECK(pids.size() == 3);  // the launcher and two workers
+  size_t sockets = 0, listening = 0;
+  for (pid_t pid : pids)
+    for (const auto& socket : tcp_sockets(pid)) {
+      INFO("pid " << pid << " has a socket on " << socket.local << " in state " << socket.state);
+      CHECK(loopback(socket.local));
+      ++sockets;
+      listening += socket.state == "0A";
+    }
+  CHECK(sockets >= 2);  // Gloo's connections between the workers: the scan does see sockets
+  CHECK(listening == 0);  // the store is a file, and Gloo closes its listeners once connected
+  kill(launcher, SIGTERM);
+  const int code = wait_exit(launcher, 60);
+  INFO(testing::read_file(dir.file("log")));
+  CHECK(code == 0);  // checkpoint, then exit 0
+  CHECK(processes_with(dir.file("ckpt")).empty());
+}
+
+TEST_CASE("a worker killed under trainer launch ends the job within the timeout and leaves no process", "[faults][mp]") {
+  testing::TempDir dir;
+  const pid_t launcher = start_launcher(dir, dir.file("log"));
+  REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
+  auto pids = processes_with(dir.file("ckpt"));
+  pids.erase(std::remove(pids.begin(), pids.end(), launcher), pids.end());
+  REQUIRE(pids.size() == 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(pids.back(), SIGKILL);
+  const int code = wait_exit(launcher, 8 + 10);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string log = testing::read_file(dir.file("log"));
+  INFO(log);
+  CHECK(code != 0);
+  CHECK(code != -1);
+  CHECK(seconds < 8 + 5);
+  CHECK(log.find("exited with code 137") != std::string::npos);
+  CHECK(processes_with(dir.file("ckpt")).empty());
+}
 
 TEST_CASE("a rank killed mid-run makes its peer exit non-zero naming it", "[faults][mp]") {
   const Outcome o = two_ranks_then("9");

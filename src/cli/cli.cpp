@@ -78,6 +78,18 @@ int report_bad_input(const std::exception& e) {
   return kExitBadInput;
 }
 
+// CLI11 reports a mistyped subcommand as "a subcommand is required"; name it instead.
+void refuse_unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  throw CLI::ExtrasError("unknown subcommand '" + std::string(argv[1]) + "'; use one of: " + names,
+                         CLI::ExitCodes::ExtrasError);
+}
+
 // --tokenizer and its files, shared by prepare-data and generate; returns --tokenizer.
 CLI::Option* add_tokenizer_options(CLI::App* app, data::TokenizerFiles& files) {
   app->add_option("--vocab-file", files.vocab_file, "gpt2: encoder.json");
@@ -106,8 +118,16 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
   Config cfg = load_config(path, sets);
   validate(cfg, job.world_size);  // before any process group exists
   setup_logging(cfg.logging.level, job, &cfg);
+  // Bad input found only once training starts (a dataset's contents, a checkpoint of another
+  // model) exits 2 like a bad config; anything else that stops the run exits 1.
   try {
     return run_training(cfg, job, opts);
+  } catch (const ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return kExitBadInput;
+  } catch (const data::DataError& e) {
+    spdlog::error("{}", e.what());
+    return kExitBadInput;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;
@@ -241,7 +261,6 @@ int main(int argc, char** argv) {
   dist::LaunchOptions lopts;
   std::vector<std::string> command;
   launch->add_option("--nproc", lopts.nproc, "number of processes")->required();
-  launch->add_option("--master-port", lopts.master_port, "store port (default: a free one)");
   launch->add_option("command", command, "subcommand and arguments, after --")->required();
 
   auto* verify = app.add_subcommand("verify", "run the same steps at several layouts and compare losses");
@@ -290,9 +309,12 @@ int main(int argc, char** argv) {
   prepare->add_option("--workers", popts.workers, "tokenizing threads (default: one per core)");
 
   try {
+    refuse_unknown_subcommand(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::cerr << "error: " << e.what() << "\nRun with --help for more information." << std::endl;
+    return kExitBadInput;
   }
   try {
     topts.resume = !no_resume;

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
@@ -77,6 +78,28 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& mas
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// The key-value store the process groups rendezvous through. A file (the built-in launcher's
+// choice: one node, nothing listening), torchrun's agent store, or a TCPStore that rank 0
+// serves. LibTorch 1.13's TCPStore server listens on every interface; there is no option to
+// bind it to MASTER_ADDR.
+c10::intrusive_ptr<c10d::Store> open_store(const JobEnv& job, std::chrono::milliseconds timeout) {
+  if (!job.store_file.empty()) {
+    auto store = c10::make_intrusive<c10d::FileStore>(job.store_file, job.world_size);
+    store->setTimeout(timeout);
+    return store;
+  }
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(job.master_port);
+  opts.timeout = timeout;
+  if (job.agent_store) {
+    opts.isServer = false;  // torchrun's agent already serves the store
+  } else {
+    opts.isServer = job.rank == 0;
+    opts.numWorkers = static_cast<std::size_t>(job.world_size);
+  }
+  return c10::make_intrusive<c10d::TCPStore>(job.master_addr, opts);
+}
+
 }  // namespace
 
 struct Pending::Impl {
@@ -116,22 +139,14 @@ std::string Group::describe() const {
 Comm::Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeout)
     : rank_(job.rank), grid_(grid), timeout_(timeout), store_(std::make_unique<StoreHolder>()) {
   if (grid.world() > 1) {
-    c10d::TCPStoreOptions opts;
-    opts.port = static_cast<std::uint16_t>(job.master_port);
-    opts.timeout = timeout;
-    if (job.agent_store) {
-      opts.isServer = false;  // torchrun's agent already serves the store
-    } else {
-      opts.isServer = job.rank == 0;
-      opts.numWorkers = static_cast<std::size_t>(job.world_size);
-    }
     try {
-      auto tcp = c10::make_intrusive<c10d::TCPStore>(job.master_addr, opts);
-      store_->store = c10::make_intrusive<c10d::PrefixStore>(job.store_prefix(), tcp);
+      store_->store = c10::make_intrusive<c10d::PrefixStore>(job.store_prefix(), open_store(job, timeout));
     } catch (const std::exception& e) {
-      throw std::runtime_error("rank " + std::to_string(job.rank) + ": cannot join the job store at " +
-                               job.master_addr + ":" + std::to_string(job.master_port) + " within " +
-                               std::to_string(timeout.count() / 1000) + " s: " + e.what());
+      const std::string where = job.store_file.empty()
+                                    ? job.master_addr + ":" + std::to_string(job.master_port)
+                                    : job.store_file;
+      throw std::runtime_error("rank " + std::to_string(job.rank) + ": cannot join the job store at " + where +
+                               " within " + std::to_string(timeout.count() / 1000) + " s: " + e.what());
     }
     store_->device = make_gloo_device(job.master_addr);
   }

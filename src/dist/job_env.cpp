@@ -38,10 +38,10 @@ void require(const EnvMap& env, const std::vector<std::string>& keys, const std:
 
 void check_consistent(const JobEnv& job) {
   if (job.rank >= job.world_size)
-    throw JobEnvError("rank " + std::to_string(job.rank) + " is not below world size " +
+    throw JobEnvError(job.launcher + " launch: rank " + std::to_string(job.rank) + " is not below world size " +
                       std::to_string(job.world_size));
   if (job.local_rank >= job.local_world_size)
-    throw JobEnvError("local rank " + std::to_string(job.local_rank) +
+    throw JobEnvError(job.launcher + " launch: local rank " + std::to_string(job.local_rank) +
                       " is not below local world size " + std::to_string(job.local_world_size));
 }
 
@@ -49,7 +49,8 @@ void read_master(const EnvMap& env, JobEnv& job) {
   if (has(env, "MASTER_ADDR")) job.master_addr = get(env, "MASTER_ADDR");
   if (has(env, "MASTER_PORT")) {
     job.master_port = parse_int(env, "MASTER_PORT", 1);
-    if (job.master_port > 65535) throw JobEnvError("MASTER_PORT must be <= 65535");
+    if (job.master_port > 65535)
+      throw JobEnvError("environment variable MASTER_PORT='" + get(env, "MASTER_PORT") + "' is above 65535");
   }
 }
 
@@ -146,6 +147,7 @@ JobEnv detect_job_env(const EnvMap& env) {
     job.local_world_size =
         has(env, "LOCAL_WORLD_SIZE") ? parse_int(env, "LOCAL_WORLD_SIZE", 1) : job.world_size;
     read_master(env, job);
+    job.store_file = get(env, "TRAINER_STORE_FILE");
   }
   check_consistent(job);
   return job;

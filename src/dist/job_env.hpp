@@ -24,6 +24,9 @@ struct JobEnv {
   // every worker (rank 0 included) connects as a client under /worker/attempt_<restart>.
   bool agent_store = false;
   int restart_count = 0;
+  // TRAINER_STORE_FILE: rendezvous through a FileStore at this path (what `trainer launch`
+  // does) instead of a TCPStore served by rank 0, so a single-node job listens on no port.
+  std::string store_file;
   std::string store_prefix() const;
 };
 

@@ -1,5 +1,7 @@
 #include "dist/launcher.hpp"
 
+#include "dist/job_env.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -10,9 +12,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <stdexcept>
+#include <string>
 
 namespace trainer::dist {
 namespace {
@@ -41,7 +46,7 @@ void emit_lines(Worker& w, int rank, bool flush_partial) {
   std::cout.flush();
 }
 
-pid_t spawn(int rank, const LaunchOptions& opts, int port, int* out_fd) {
+pid_t spawn(int rank, const LaunchOptions& opts, const std::string& store_file, int* out_fd) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe() failed");
   const std::string exe = self_executable();
@@ -59,8 +64,9 @@ pid_t spawn(int rank, const LaunchOptions& opts, int port, int* out_fd) {
     setenv("WORLD_SIZE", std::to_string(opts.nproc).c_str(), 1);
     setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
     setenv("LOCAL_WORLD_SIZE", std::to_string(opts.nproc).c_str(), 1);
-    setenv("MASTER_ADDR", opts.master_addr.c_str(), 1);
-    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("TRAINER_STORE_FILE", store_file.c_str(), 1);
+    unsetenv("MASTER_PORT");
     // Our workers are not torchrun's or Slurm's, whatever the parent was started by.
     unsetenv("TORCHELASTIC_RUN_ID");
     unsetenv("SLURM_STEP_ID");
@@ -76,6 +82,28 @@ pid_t spawn(int rank, const LaunchOptions& opts, int port, int* out_fd) {
   *out_fd = fds[0];
   return pid;
 }
+
+// A directory only this user can enter, holding the workers' store file; removed with
+// everything in it when the launcher returns.
+class StoreDir {
+ public:
+  StoreDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/trainer-launch-XXXXXX";
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("cannot create a directory for the job store in " + pattern);
+    dir_ = pattern;
+  }
+  ~StoreDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  StoreDir(const StoreDir&) = delete;
+  StoreDir& operator=(const StoreDir&) = delete;
+  std::string file() const { return dir_ + "/store"; }
+
+ private:
+  std::string dir_;
+};
 
 void signal_all(std::vector<Worker>& ws, int sig) {
   for (auto& w : ws)
@@ -114,15 +142,15 @@ int free_port() {
 }
 
 int launch_local(const LaunchOptions& opts) {
-  if (opts.nproc < 1) throw std::invalid_argument("--nproc must be >= 1");
-  const int port = opts.master_port > 0 ? opts.master_port : free_port();
+  if (opts.nproc < 1) throw JobEnvError("--nproc " + std::to_string(opts.nproc) + ": must be 1 or more");
+  const StoreDir store;
   struct sigaction sa {};
   sa.sa_handler = remember_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
   std::vector<Worker> ws(opts.nproc);
-  for (int r = 0; r < opts.nproc; ++r) ws[r].pid = spawn(r, opts, port, &ws[r].out_fd);
+  for (int r = 0; r < opts.nproc; ++r) ws[r].pid = spawn(r, opts, store.file(), &ws[r].out_fd);
 
   int result = 0;
   bool ending = false;

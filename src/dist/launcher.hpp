@@ -1,7 +1,9 @@
 // The built-in local launcher: `trainer launch --nproc N -- SUBCOMMAND ARGS...` starts N copies
 // of this binary with torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT), prefixes each output line with the rank, forwards SIGINT/SIGTERM,
-// and when one worker fails ends the others and returns that worker's exit code.
+// MASTER_ADDR=127.0.0.1) and TRAINER_STORE_FILE, a store file in a private directory it removes
+// at the end (so the job listens on no TCP port beyond Gloo's on 127.0.0.1), prefixes each
+// output line with the rank, forwards SIGINT/SIGTERM, and when one worker fails ends the
+// others and returns that worker's exit code.
 #pragma once
 
 #include <map>
@@ -13,8 +15,6 @@ namespace trainer::dist {
 struct LaunchOptions {
   int nproc = 1;
   std::vector<std::string> args;  // arguments after the program name, e.g. {"train", "cfg.yaml"}
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;           // 0 = pick a free port
   double grace_seconds = 5.0;    // SIGTERM -> SIGKILL delay when ending workers
   std::map<std::string, std::string> env;  // extra variables for every worker
 };
