@@ -97,7 +97,8 @@ bool loopback(const std::string& hex) {
   return v4 || mapped || hex == "00000000000000000000000001000000";
 }
 
-// `trainer launch --nproc 2` training the tiny model at dp=2 until stopped, output to `log`.
+// `trainer launch --nproc 2` training the tiny model at dp=2 until stopped, output to `log`,
+// in a process group of its own: whatever a test checks, the guard below ends it all.
 pid_t start_launcher(const testing::TempDir& dir, const std::string& log) {
   const std::string command = "exec " + testing::trainer_bin() + " launch --nproc 2 -- train " + testing::source_dir() +
                               "/configs/tiny.yaml --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1"
@@ -106,11 +107,20 @@ pid_t start_launcher(const testing::TempDir& dir, const std::string& log) {
                               dir.file("ckpt") + " > " + log + " 2>&1";
   const pid_t pid = fork();
   if (pid == 0) {
+    setpgid(0, 0);
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   return pid;
 }
+
+struct KillGroupOnExit {
+  pid_t leader;
+  ~KillGroupOnExit() {
+    kill(-leader, SIGKILL);
+    waitpid(leader, nullptr, WNOHANG);
+  }
+};
 
 bool wait_for_text(const std::string& file, const std::string& text, int seconds) {
   for (int i = 0; i < seconds * 10; ++i) {
@@ -137,6 +147,7 @@ int wait_exit(pid_t pid, int seconds) {
 TEST_CASE("under trainer launch nothing listens beyond 127.0.0.1 and SIGTERM leaves no process", "[faults][mp]") {
   testing::TempDir dir;
   const pid_t launcher = start_launcher(dir, dir.file("log"));
+  const KillGroupOnExit guard{launcher};
   REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
   const auto pids = processes_with(dir.file("ckpt"));
   CHECK(pids.size() == 3);  // the launcher and two workers
@@ -160,6 +171,7 @@ TEST_CASE("under trainer launch nothing listens beyond 127.0.0.1 and SIGTERM lea
 TEST_CASE("a worker killed under trainer launch ends the job within the timeout and leaves no process", "[faults][mp]") {
   testing::TempDir dir;
   const pid_t launcher = start_launcher(dir, dir.file("log"));
+  const KillGroupOnExit guard{launcher};
   REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
   auto pids = processes_with(dir.file("ckpt"));
   pids.erase(std::remove(pids.begin(), pids.end(), launcher), pids.end());

@@ -43,7 +43,7 @@ int tp_model_worker() {
   model::GPT gpt(cfg, comm, {0}, {{0, cfg.model.layers}});
   auto& chunk = gpt.chunks()[0];
   auto src = data::make_source(cfg);
-  auto mb = data::local_microbatches(*src, cfg, 0, 0)[0];
+  auto mb = data::local_microbatches(*src, cfg, 0, 0, c10::Device(c10::kCPU))[0];
   at::Tensor hidden = chunk.forward(mb.tokens);
   at::Tensor logits = model::gather_last_dim(chunk.logits(hidden), comm.tp());
   at::Tensor loss = chunk.loss_sum(hidden, mb.targets) / mb.targets.numel();

@@ -122,6 +122,21 @@ TEST_CASE("bf16 compute tracks fp32 and learns", "[training][bf16][mp]") {
   CHECK(bf16.losses.back().loss < bf16.losses.front().loss - 0.1);
 }
 
+TEST_CASE("bf16 gradient reduction tracks fp32 reduction", "[training][bf16][dp][mp]") {
+  const Run fp32 = train(2, 1, 1, kTen);
+  const Run bf16 = train(2, 1, 1, {"train.steps=10", "optim.grad_reduce_dtype=bf16"});
+  const Run bf16_zero = train(2, 2, 1, {"train.steps=10", "optim.grad_reduce_dtype=bf16", "optim.zero_stage=1"});
+  double largest = 0;
+  for (size_t s = 1; s < fp32.losses.size(); ++s) {  // step 0's loss comes before any reduction
+    // Gradients rounded to bf16 (8-bit mantissa) before and after the sum.
+    const double a = std::abs(fp32.losses[s].loss - bf16.losses[s].loss) / fp32.losses[s].loss;
+    largest = std::max(largest, a);
+    CHECK(a < 5e-3);
+    CHECK(std::abs(fp32.losses[s].loss - bf16_zero.losses[s].loss) / fp32.losses[s].loss < 5e-3);
+  }
+  CHECK(largest > 0);  // the rounding did happen: the runs are not the fp32 run
+}
+
 TEST_CASE("a non-finite gradient skips the step and leaves the weights unchanged", "[training][mp]") {
   const Run three = train(2, 1, 2, {"train.steps=3"});
   const Run poisoned = train(2, 1, 2, {"train.steps=4"}, {"--inject-nonfinite-step", "3"});

@@ -113,7 +113,7 @@ void write_pieces(const std::string& base, const std::vector<Piece>& pieces) {
     write_shape(index, p.full_shape);
     write_shape(index, p.local_shape);
     index << '\n';
-    tensors.push_back(p.data);
+    tensors.push_back(p.data.cpu());  // files hold CPU tensors, whatever device trained
   }
   // Serialise in memory, then write with checked calls: LibTorch's file writer aborts the
   // process on a short write (disk full) instead of throwing.

@@ -52,6 +52,7 @@ struct OptimConfig {
   double grad_clip = 1.0;  // 0 disables clipping
   int zero_stage = 0;      // 0 | 1
   double bucket_mb = 25.0;
+  std::string grad_reduce_dtype = "fp32";  // fp32 | bf16: what DP gradients are summed in
   std::string nonfinite = "skip";  // skip | abort
   bool decay_embeddings = false;
   bool decay_norms_and_biases = false;
@@ -97,6 +98,7 @@ struct RuntimeConfig {
   int threads = 0;  // intra-op threads per process; 0 = cores / local processes
   double collective_timeout_s = 120.0;
   std::string precision = "fp32";  // fp32 | bf16
+  bool tf32 = false;               // CUDA: fp32 matmuls may use TF32
   double peak_tflops = 0.0;        // for MFU; 0 = unknown
 };
 

@@ -167,7 +167,7 @@ std::unique_ptr<BatchSource> make_validation_source(const Config& cfg) {
 }
 
 std::vector<pipeline::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,
-                                                     std::int64_t step, int dp_rank) {
+                                                     std::int64_t step, int dp_rank, c10::Device device) {
   const int global = cfg.train.global_batch_size;
   const int per_rank = global / cfg.parallel.dp;
   const int mbs = cfg.parallel.micro_batch_size;
@@ -176,7 +176,7 @@ std::vector<pipeline::MicroBatch> local_microbatches(const BatchSource& src, con
   for (int i = 0; i < per_rank / mbs; ++i) {
     at::Tensor s = mine.narrow(0, static_cast<int64_t>(i) * mbs, mbs);
     const int64_t S = cfg.model.seq_len;
-    out.push_back({s.narrow(1, 0, S).contiguous(), s.narrow(1, 1, S).contiguous()});
+    out.push_back({s.narrow(1, 0, S).contiguous().to(device), s.narrow(1, 1, S).contiguous().to(device)});
   }
   return out;
 }

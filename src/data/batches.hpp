@@ -26,8 +26,8 @@ std::unique_ptr<BatchSource> make_source(const Config& cfg);
 // Validation samples: the synthetic stream under another seed, or data.valid_path.
 std::unique_ptr<BatchSource> make_validation_source(const Config& cfg);
 
-// This DP rank's microbatches of the global batch of `step`.
+// This DP rank's microbatches of the global batch of `step`, on `device`.
 std::vector<pipeline::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,
-                                                     std::int64_t step, int dp_rank);
+                                                     std::int64_t step, int dp_rank, c10::Device device);
 
 }  // namespace trainer::data

@@ -7,6 +7,10 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
+#ifdef TRAINER_WITH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
 #include <cstdlib>
 #include <sstream>
 
@@ -22,6 +26,9 @@ using BackendBase = c10d::ProcessGroup;
 
 struct Backend {
   c10::intrusive_ptr<BackendBase> pg;
+  c10::Device wire_device = c10::Device(c10::kCPU);  // where its tensors must live
+  bool takes_bf16 = false;  // LibTorch 1.13's Gloo refuses bf16 ("Invalid scalar type")
+  std::chrono::milliseconds timeout{0};
 };
 
 struct Comm::StoreHolder {
@@ -107,6 +114,7 @@ struct Pending::Impl {
   Group* group = nullptr;
   std::chrono::milliseconds timeout{0};
   const char* what = "";
+  at::Tensor wire, target;  // a staged operation: copy `wire` into `target` once done
 };
 
 Pending::Pending() = default;
@@ -118,6 +126,7 @@ void Pending::wait() {
   if (!impl->work) return;
   timed(*impl->group, impl->what, 0, [&] { impl->work->wait(impl->timeout); });
   impl->group->stats().calls -= 1;  // counted when it was started
+  if (impl->target.defined()) impl->target.copy_(impl->wire);
 }
 
 Group::Group(std::string name, std::vector<int> members, int my_rank)
@@ -136,8 +145,14 @@ std::string Group::describe() const {
   return s.str();
 }
 
-Comm::Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeout)
-    : rank_(job.rank), grid_(grid), timeout_(timeout), store_(std::make_unique<StoreHolder>()) {
+Comm::Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeout, c10::Device device, bool nccl)
+    : rank_(job.rank),
+      device_(device),
+      nccl_(nccl),
+      grid_(grid),
+      timeout_(timeout),
+      store_(std::make_unique<StoreHolder>()) {
+  if (nccl && !device.is_cuda()) throw std::invalid_argument("NCCL needs a CUDA device");
   if (grid.world() > 1) {
     try {
       store_->store = c10::make_intrusive<c10d::PrefixStore>(job.store_prefix(), open_store(job, timeout));
@@ -158,7 +173,7 @@ Comm::Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeou
   embedding_ = make_group(GroupKind::Embedding);
   std::vector<int> all(grid.world());
   for (int r = 0; r < grid.world(); ++r) all[r] = r;
-  world_ = make_group("world", all);
+  world_ = make_group("world", all, nccl_);
 }
 
 Comm::~Comm() = default;
@@ -169,22 +184,38 @@ std::unique_ptr<Group> Comm::make_group(GroupKind kind) {
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& members = all[i];
     if (std::find(members.begin(), members.end(), rank_) == members.end()) continue;
-    mine = make_group(group_kind_name(kind) + std::to_string(i), members);
+    // Pipeline sends and receives stay on Gloo: NCCL runs a pair's point-to-point operations
+    // in order on one stream, and 1F1B's send-forward/receive-backward crossings between
+    // neighbours would deadlock unless each crossing is batched into one NCCL group.
+    mine = make_group(group_kind_name(kind) + std::to_string(i), members, nccl_ && kind != GroupKind::PP);
   }
   if (!mine) mine = std::make_unique<Group>(group_kind_name(kind), std::vector<int>{}, rank_);
   return mine;
 }
 
-std::unique_ptr<Group> Comm::make_group(const std::string& name, const std::vector<int>& members) {
+std::unique_ptr<Group> Comm::make_group(const std::string& name, const std::vector<int>& members, bool nccl) {
   auto group = std::make_unique<Group>(name, members, rank_);
   if (group->size() <= 1) return group;
-  auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
-  opts->devices.push_back(store_->device);
-  opts->threads = 1;  // one Gloo thread per group: the cores belong to compute
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("group/" + name, store_->store);
   auto backend = std::make_unique<Backend>();
+  backend->timeout = timeout_;
   try {
-    backend->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group->index(), group->size(), opts);
+    if (nccl) {
+#ifdef TRAINER_WITH_CUDA
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout_;
+      backend->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, group->index(), group->size(), opts);
+      backend->wire_device = device_;
+      backend->takes_bf16 = true;
+#else
+      throw std::logic_error("this build has no NCCL");
+#endif
+    } else {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout_);
+      opts->devices.push_back(store_->device);
+      opts->threads = 1;  // one Gloo thread per group: the cores belong to compute
+      backend->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group->index(), group->size(), opts);
+    }
   } catch (const std::exception& e) {
     throw std::runtime_error("rank " + std::to_string(rank_) + ": cannot connect group " +
                              group->describe() + ": " + e.what());
@@ -201,35 +232,53 @@ std::vector<const Group*> Comm::groups() const {
 
 namespace {
 
+// Launches an operation on `g`. `wire` is the tensor the backend works on; when it is a staged
+// copy of the caller's `target` (see on_wire), wait() copies the result back.
 Pending start(Group& g, const char* what, std::int64_t bytes, std::chrono::milliseconds timeout,
-              const std::function<c10::intrusive_ptr<c10d::Work>()>& launch) {
+              const std::function<c10::intrusive_ptr<c10d::Work>()>& launch, const at::Tensor& wire = {},
+              const at::Tensor& target = {}) {
   auto impl = std::make_shared<Pending::Impl>();
   impl->group = &g;
   impl->timeout = timeout;
   impl->what = what;
+  impl->wire = wire;  // also keeps a staged send's copy alive until the send is done
+  if (target.defined() && !target.is_same(wire)) impl->target = target;
   timed(g, what, bytes, [&] { impl->work = launch(); });
   return Pending(impl);
 }
 
-std::chrono::milliseconds timeout_of(Group& g) {
-  auto* gloo = dynamic_cast<c10d::ProcessGroupGloo*>(g.backend()->pg.get());
-  return gloo ? gloo->getOptions()->timeout : std::chrono::milliseconds(600000);
+std::chrono::milliseconds timeout_of(Group& g) { return g.backend()->timeout; }
+
+// What the backend is handed for `t`: `t` itself when it already lives where the backend works
+// and has a dtype it takes, else a copy there (bf16 travels as fp32 on Gloo: the values were
+// rounded to bf16 and will be again when the result lands, only the sum is exact).
+at::Tensor on_wire(const Group& g, const at::Tensor& t) {
+  const Backend& b = *g.backend();
+  const bool dtype_ok = t.scalar_type() != at::kBFloat16 || b.takes_bf16;
+  if (t.device() == b.wire_device && dtype_ok) return t;
+  return t.to(b.wire_device, dtype_ok ? t.scalar_type() : at::kFloat);
 }
+
 
 void check_dense(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.is_contiguous(), what, " needs a contiguous tensor");
 }
 
-void reduce_in_place(Group& g, at::Tensor& t, c10d::ReduceOp op, const char* what) {
-  if (g.size() <= 1) return;
+Pending all_reduce_start(Group& g, at::Tensor& t, c10d::ReduceOp op, const char* what) {
   check_dense(t, what);
-  start(g, what, nbytes(t), timeout_of(g), [&] {
-    std::vector<at::Tensor> ts{t};
+  at::Tensor wire = on_wire(g, t);
+  return start(g, what, nbytes(t), timeout_of(g), [&] {
+    std::vector<at::Tensor> ts{wire};
     c10d::AllreduceOptions o;
     o.reduceOp = op;
     o.timeout = timeout_of(g);
     return pg_of(g).allreduce(ts, o);
-  }).wait();
+  }, wire, t);
+}
+
+void reduce_in_place(Group& g, at::Tensor& t, c10d::ReduceOp op, const char* what) {
+  if (g.size() <= 1) return;
+  all_reduce_start(g, t, op, what).wait();
 }
 
 }  // namespace
@@ -242,18 +291,12 @@ void all_reduce_max(Group& g, at::Tensor& t) {
 
 Pending all_reduce_async(Group& g, at::Tensor& t) {
   if (g.size() <= 1) return Pending();
-  check_dense(t, "all_reduce_async");
-  return start(g, "all_reduce", nbytes(t), timeout_of(g), [&] {
-    std::vector<at::Tensor> ts{t};
-    c10d::AllreduceOptions o;
-    o.timeout = timeout_of(g);
-    return pg_of(g).allreduce(ts, o);
-  });
+  return all_reduce_start(g, t, c10d::ReduceOp::SUM, "all_reduce");
 }
 
 at::Tensor all_gather(Group& g, const at::Tensor& local, int64_t dim) {
   if (g.size() <= 1) return local;
-  at::Tensor in = local.contiguous();
+  at::Tensor in = on_wire(g, local.contiguous());
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int i = 0; i < g.size(); ++i) outs[0].push_back(at::empty_like(in));
   std::vector<at::Tensor> ins{in};
@@ -262,7 +305,7 @@ at::Tensor all_gather(Group& g, const at::Tensor& local, int64_t dim) {
     o.timeout = timeout_of(g);
     return pg_of(g).allgather(outs, ins, o);
   }).wait();
-  return at::cat(outs[0], dim);
+  return at::cat(outs[0], dim).to(local.device(), local.scalar_type());
 }
 
 at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim) {
@@ -277,29 +320,32 @@ at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim) {
 void broadcast(Group& g, at::Tensor& t, int root_index) {
   if (g.size() <= 1) return;
   check_dense(t, "broadcast");
+  at::Tensor wire = on_wire(g, t);
   start(g, "broadcast", nbytes(t), timeout_of(g), [&] {
-    std::vector<at::Tensor> ts{t};
+    std::vector<at::Tensor> ts{wire};
     c10d::BroadcastOptions o;
     o.rootRank = root_index;
     o.timeout = timeout_of(g);
     return pg_of(g).broadcast(ts, o);
-  }).wait();
+  }, wire, t).wait();
 }
 
 Pending send_async(Group& g, const at::Tensor& t, int peer_index, int tag) {
   check_dense(t, "send");
+  at::Tensor wire = on_wire(g, t);
   return start(g, "send", nbytes(t), timeout_of(g), [&] {
-    std::vector<at::Tensor> ts{t};
+    std::vector<at::Tensor> ts{wire};
     return pg_of(g).send(ts, peer_index, tag);
-  });
+  }, wire);
 }
 
 Pending recv_async(Group& g, at::Tensor& t, int peer_index, int tag) {
   check_dense(t, "recv");
+  at::Tensor wire = on_wire(g, t);
   return start(g, "recv", nbytes(t), timeout_of(g), [&] {
-    std::vector<at::Tensor> ts{t};
+    std::vector<at::Tensor> ts{wire};
     return pg_of(g).recv(ts, peer_index, tag);
-  });
+  }, wire, t);
 }
 
 void barrier(Group& g) {

@@ -2,11 +2,17 @@
 // and nothing outside src/dist/ touches c10d. Each operation applies the configured timeout and
 // adds its bytes and wall time to its group's counters, which the metrics report.
 //
-// Groups are built from the Grid (one TCPStore, one PrefixStore per group). A group of size one
+// Groups are built from the Grid (one store, one PrefixStore per group). A group of size one
 // never talks to anybody: its collectives return at once, so a 1x1x1 run pays nothing.
+//
+// Backends: Gloo on the CPU; with `nccl`, NCCL for every group but the pipeline's (its
+// point-to-point pairs stay on Gloo, see comm.cpp). A tensor that is not where its group's
+// backend works (a CPU scalar on an NCCL group, a GPU tensor or a bf16 one on Gloo) is copied
+// there and back, so callers never need to know which backend a group has.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <chrono>
 #include <memory>
@@ -64,10 +70,13 @@ class Pending {
 
 class Comm {
  public:
-  // Joins the job's store and builds every group this rank belongs to.
-  Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeout);
+  // Joins the job's store and builds every group this rank belongs to. `device` is where this
+  // rank's tensors live; `nccl` (CUDA devices only) selects NCCL for the groups.
+  Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeout,
+       c10::Device device = c10::Device(c10::kCPU), bool nccl = false);
   ~Comm();
 
+  c10::Device device() const { return device_; }
   int rank() const { return rank_; }
   const Grid& grid() const { return grid_; }
   Coord coord() const { return grid_.coord_of(rank_); }
@@ -83,9 +92,11 @@ class Comm {
 
  private:
   std::unique_ptr<Group> make_group(GroupKind kind);
-  std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int>& members);
+  std::unique_ptr<Group> make_group(const std::string& name, const std::vector<int>& members, bool nccl);
 
   int rank_;
+  c10::Device device_;
+  bool nccl_;
   Grid grid_;
   std::chrono::milliseconds timeout_;
   struct StoreHolder;

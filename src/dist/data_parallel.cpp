@@ -32,8 +32,11 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
 }  // namespace
 
 DataParallel::DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb,
-                           bool zero1, bool tied_embedding)
-    : comm_(comm), zero1_(zero1), tied_embedding_(tied_embedding) {
+                           bool zero1, bool tied_embedding, bool bf16_reduction)
+    : comm_(comm),
+      zero1_(zero1),
+      tied_embedding_(tied_embedding),
+      bf16_reduction_(bf16_reduction && comm.dp().size() > 1) {
   const int dp = comm.dp().size();
   const auto max_numel = static_cast<int64_t>(bucket_mb * 1024 * 1024 / sizeof(float));
   int chunks = 0;
@@ -47,8 +50,10 @@ DataParallel::DataParallel(std::vector<model::Param>& params, Comm& comm, double
       numel += p->tensor.numel();
     }
     const int64_t padded = (numel + dp - 1) / dp * dp;  // equal shards for ZeRO-1
-    b.params = at::zeros({padded}, at::kFloat);
-    b.grads = at::zeros({padded}, at::kFloat);
+    // On the rank's device: the parameters move there as they move into the bucket.
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(comm.device());
+    b.params = at::zeros({padded}, f32);
+    b.grads = at::zeros({padded}, f32);
     for (auto& s : b.segments) {
       at::Tensor& t = s.param->tensor;
       at::Tensor pview = b.params.narrow(0, s.offset, s.numel).view(t.sizes());
@@ -102,13 +107,21 @@ void DataParallel::on_grad_ready(size_t index) {
 void DataParallel::launch(Bucket& b) {
   b.launched = true;
   // Each rank's loss is already divided by the global token count, so the sum is the mean.
-  b.reduction = all_reduce_async(comm_.dp(), b.grads);
+  if (!bf16_reduction_) {
+    b.reduction = all_reduce_async(comm_.dp(), b.grads);
+    return;
+  }
+  b.wire = b.grads.to(at::kBFloat16);  // half the bytes; finish() copies the sum back
+  b.reduction = all_reduce_async(comm_.dp(), b.wire);
 }
 
 void DataParallel::finish() {
   for (auto& b : buckets_)
     if (!b.launched) launch(b);
-  for (auto& b : buckets_) b.reduction.wait();
+  for (auto& b : buckets_) {
+    b.reduction.wait();
+    if (bf16_reduction_) b.grads.copy_(b.wire);
+  }
 
   // The embedding exists on the first and the last pipeline stage when tied: sum the two
   // gradients so both copies take the same step.

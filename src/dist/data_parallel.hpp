@@ -39,6 +39,7 @@ struct Bucket {
   int ready = 0;
   bool launched = false;
   Pending reduction;
+  at::Tensor wire;  // bf16 copy of `grads` being reduced (optim.grad_reduce_dtype = bf16)
 };
 
 // Calls fn(segment, begin, n) for the part of each segment inside the bucket's optimizer
@@ -54,8 +55,9 @@ void for_each_in_shard(const Bucket& b, Fn&& fn) {
 
 class DataParallel {
  public:
+  // `bf16_reduction`: gradients travel (and are summed) in bf16, then land in the fp32 buckets.
   DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb, bool zero1,
-               bool tied_embedding);
+               bool tied_embedding, bool bf16_reduction = false);
   ~DataParallel();
 
   void zero_grad();
@@ -80,6 +82,7 @@ class DataParallel {
   Comm& comm_;
   bool zero1_;
   bool tied_embedding_;
+  bool bf16_reduction_;
   std::vector<Bucket> buckets_;
   std::vector<bool> sync_enabled_;  // per chunk
   std::vector<std::shared_ptr<void>> hooks_;  // keeps the grad accumulators (and hooks) alive

@@ -12,6 +12,7 @@
 
 #include "model/flops.hpp"
 #include "pipeline/schedule.hpp"
+#include "runtime/device.hpp"
 
 namespace trainer::metrics {
 
@@ -101,6 +102,13 @@ void StepLogger::memory_after_first_step() {
   const auto peak = from_every_rank(comm_, peak_rss_mb());
   if (comm_.rank() == 0)
     spdlog::info("peak memory per rank after the first step (MB, RSS incl. ~150 MB of LibTorch): {}", joined(peak, 1, "{:.0f}"));
+  if (!comm_.device().is_cuda()) return;
+  const auto gpu = runtime::device_memory(comm_.device());
+  const auto allocated = from_every_rank(comm_, gpu.allocated_peak_mb);
+  const auto reserved = from_every_rank(comm_, gpu.reserved_peak_mb);
+  if (comm_.rank() == 0)
+    spdlog::info("peak GPU memory per rank after the first step (MB, max allocated / max reserved): {} / {}",
+                 joined(allocated, 1, "{:.0f}"), joined(reserved, 1, "{:.0f}"));
 }
 
 void StepLogger::step(int step, double loss, double lr, double grad_norm, const StepTimes& t,
@@ -111,17 +119,22 @@ void StepLogger::step(int step, double loss, double lr, double grad_norm, const 
   const Throughput th = throughput(cfg_.model, tokens, t.total, comm_.grid().world(), cfg_.runtime.peak_tflops);
   const double eta = elapsed_ / step * (cfg_.train.steps - step);
   auto pct = [&](double x) { return t.total > 0 ? 100.0 * x / t.total : 0.0; };
+  const runtime::DeviceMemory gpu = runtime::device_memory(comm_.device());  // zeros on the CPU
   spdlog::info("step {}/{} | loss {:.6f} | lr {:.3e} | grad_norm {:.4f} | {:.0f} tok/s | {:.3f} TFLOP/s/rank{} | "
-               "step {:.3f}s (compute {:.0f}% comm {:.0f}% bubble {:.0f}%) | rss {:.0f} MB | skipped {} | eta {:.0f}s",
+               "step {:.3f}s (compute {:.0f}% comm {:.0f}% bubble {:.0f}%) | rss {:.0f} MB{} | skipped {} | eta {:.0f}s",
                step, cfg_.train.steps, loss, lr, grad_norm, th.tokens_per_s, th.tflops_per_rank,
                th.mfu > 0 ? fmt::format(" | MFU {:.1f}%", 100 * th.mfu) : std::string(), t.total,
-               pct(t.compute), pct(t.comm), pct(t.bubble), peak_rss_mb(), skipped, eta);
+               pct(t.compute), pct(t.comm), pct(t.bubble), peak_rss_mb(),
+               comm_.device().is_cuda() ? fmt::format(" | gpu {:.0f}/{:.0f} MB", gpu.allocated_peak_mb, gpu.reserved_peak_mb)
+                                        : std::string(),
+               skipped, eta);
   // The figures both files carry; "skipped" prints as an integer through {:.9g}.
   const std::pair<const char*, double> figures[] = {
       {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_s", th.tokens_per_s},
       {"tflops_per_rank", th.tflops_per_rank}, {"mfu", th.mfu}, {"step_s", t.total},
       {"compute_s", t.compute}, {"comm_s", t.comm}, {"bubble_s", t.bubble},
-      {"peak_rss_mb", peak_rss_mb()}, {"skipped", static_cast<double>(skipped)}};
+      {"peak_rss_mb", peak_rss_mb()}, {"gpu_max_allocated_mb", gpu.allocated_peak_mb},
+      {"gpu_max_reserved_mb", gpu.reserved_peak_mb}, {"skipped", static_cast<double>(skipped)}};
   if (jsonl_.is_open()) {
     jsonl_ << "{\"step\":" << step;
     for (const auto& [name, value] : figures) jsonl_ << ",\"" << name << "\":" << json_number(value);

@@ -228,7 +228,7 @@ GPT::GPT(const Config& cfg, dist::Comm& comm, const std::vector<int>& chunk_ids,
       }
     }
     // Attention constants, built once: causal mask and RoPE tables for the full sequence.
-    auto f32 = at::TensorOptions().dtype(at::kFloat);
+    auto f32 = at::TensorOptions().dtype(at::kFloat).device(comm.device());
     ch.causal_mask_ = at::full({S, S}, -INFINITY, f32).triu(1);
     if (m.positions == "rope") {
       const int64_t D = ch.head_dim_;

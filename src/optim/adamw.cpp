@@ -19,15 +19,15 @@ double learning_rate(const OptimConfig& o, int step, int total_steps) {
 AdamW::AdamW(const OptimConfig& cfg, dist::DataParallel& dp, dist::Comm& comm)
     : cfg_(cfg), dp_(dp), comm_(comm) {
   for (auto& b : dp_.buckets()) {
-    m_.push_back(at::zeros({b.shard_numel}, at::kFloat));
-    v_.push_back(at::zeros({b.shard_numel}, at::kFloat));
+    m_.push_back(at::zeros({b.shard_numel}, b.params.options()));
+    v_.push_back(at::zeros({b.shard_numel}, b.params.options()));
   }
 }
 
 double AdamW::grad_norm() {
   const bool first_tp = comm_.coord().tp == 0;
   // Accumulated as a tensor: one host synchronisation per step, not one per parameter.
-  at::Tensor total = at::zeros({1}, at::kDouble);
+  at::Tensor total = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
   for (auto& b : dp_.buckets())
     dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
       const auto& info = s.param->info;

@@ -65,7 +65,8 @@ at::Tensor Runner::activation_buffer() const {
   const auto& m = cfg_.model;
   const bool sp = cfg_.parallel.sequence_parallel && comm_.tp().size() > 1;
   const int64_t s = sp ? m.seq_len / comm_.tp().size() : m.seq_len;
-  return at::empty({cfg_.parallel.micro_batch_size, s, m.hidden}, at::kFloat);
+  return at::empty({cfg_.parallel.micro_batch_size, s, m.hidden},
+                   at::TensorOptions().dtype(at::kFloat).device(comm_.device()));
 }
 
 int Runner::tag(int direction, int receiving_global_chunk, int microbatch, int microbatches) const {
@@ -85,7 +86,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
   std::map<std::pair<int, int>, InFlight> live;
   Mailbox mailbox(pp, stages_ == 1);
   StepStats stats;
-  at::Tensor loss_total = at::zeros({}, at::kDouble);
+  at::Tensor loss_total = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
 
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];

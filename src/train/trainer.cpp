@@ -23,6 +23,7 @@
 #include "optim/adamw.hpp"
 #include "pipeline/runner.hpp"
 #include "pipeline/schedule.hpp"
+#include "runtime/device.hpp"
 
 namespace trainer {
 namespace {
@@ -61,7 +62,7 @@ double evaluate(const Config& cfg, dist::Comm& comm, pipeline::Runner& runner,
                 const data::BatchSource& source, double loss_scale) {
   double total = 0;
   for (int i = 0; i < cfg.train.eval_iters; ++i)
-    total += runner.eval_step(data::local_microbatches(source, cfg, i, comm.coord().dp), loss_scale);
+    total += runner.eval_step(data::local_microbatches(source, cfg, i, comm.coord().dp, comm.device()), loss_scale);
   at::Tensor loss = at::full({1}, total / cfg.train.eval_iters, at::kDouble);
   if (runner.holds_loss()) dist::all_reduce(comm.dp(), loss);
   return loss.item<double>();
@@ -89,20 +90,32 @@ int threads_for(const Config& cfg, const dist::JobEnv& job) {
   return std::max(1, cores / std::max(1, job.local_world_size));
 }
 
+// runtime.backend "auto": NCCL when the ranks compute on CUDA and each has a GPU of its own
+// (NCCL refuses two ranks on one device), else Gloo.
+bool use_nccl(const Config& cfg, const dist::JobEnv& job, const c10::Device& device) {
+  if (cfg.runtime.backend == "nccl" && !device.is_cuda())
+    throw ConfigError("runtime.backend = nccl: NCCL needs CUDA tensors but this rank computes on the CPU; "
+                      "fix: use runtime.device=cuda on a GPU machine, or runtime.backend=gloo");
+  if (cfg.runtime.backend != "auto") return cfg.runtime.backend == "nccl";
+  return device.is_cuda() && job.local_world_size <= runtime::gpu_count();
+}
+
 int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions& opts) {
   at::set_num_threads(threads_for(cfg, job));
   at::set_num_interop_threads(1);
   const auto& p = cfg.parallel;
   dist::Grid grid(p.dp, p.pp, p.tp);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.runtime.collective_timeout_s * 1000));
-  dist::Comm comm(job, grid, timeout);
+  const c10::Device device = runtime::choose_device(cfg.runtime.device, job.local_rank);
+  runtime::use_device(device, cfg.runtime.tf32);
+  dist::Comm comm(job, grid, timeout, device, use_nccl(cfg, job, device));
   const dist::Coord me = comm.coord();
 
   const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
   const auto ranges = pipeline::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
   model::GPT model(cfg, comm, my_chunks(cfg, me.pp), ranges);
   dist::DataParallel dp(model.params(), comm, cfg.optim.bucket_mb, cfg.optim.zero_stage == 1,
-                        cfg.model.tied_embeddings);
+                        cfg.model.tied_embeddings, cfg.optim.grad_reduce_dtype == "bf16");
   optim::AdamW optimizer(cfg.optim, dp, comm);
   pipeline::Runner runner(cfg, model, comm);
   auto source = data::make_source(cfg);
@@ -151,7 +164,7 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
     const auto t0 = Clock::now();
     const double comm0 = comm_seconds(comm);
     // 1. this rank's share of the global batch
-    auto batch = data::local_microbatches(*source, cfg, step, me.dp);
+    auto batch = data::local_microbatches(*source, cfg, step, me.dp, comm.device());
     // 2. forward and backward through the pipeline; DP reduction starts during the last backward
     dp.zero_grad();
     auto stats = runner.train_step(batch, loss_scale, [&](int chunk) { dp.enable_sync(chunk); });

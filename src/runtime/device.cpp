@@ -1,0 +1,62 @@
+#include "runtime/device.hpp"
+
+#include <ATen/Context.h>
+
+#include <stdexcept>
+
+#ifdef TRAINER_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace trainer::runtime {
+
+int gpu_count() {
+#ifdef TRAINER_WITH_CUDA
+  return static_cast<int>(c10::cuda::device_count());
+#else
+  return 0;
+#endif
+}
+
+c10::Device choose_device(const std::string& setting, int local_rank) {
+  const int gpus = gpu_count();
+  if (setting == "cpu" || (setting == "auto" && gpus == 0)) return c10::Device(c10::kCPU);
+  if (gpus == 0)
+    throw std::runtime_error("runtime.device=cuda but this process sees no CUDA device "
+                             "(check the driver and CUDA_VISIBLE_DEVICES, or use runtime.device=cpu)");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+}
+
+void use_device(const c10::Device& device, bool tf32) {
+#ifdef TRAINER_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::set_device(device.index());
+#endif
+  // "high" lets cuBLAS run fp32 matmuls in TF32; "highest" keeps them in full fp32.
+  at::globalContext().setFloat32MatmulPrecision(tf32 ? "high" : "highest");
+}
+
+void synchronize(const c10::Device& device) {
+#ifdef TRAINER_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#else
+  (void)device;
+#endif
+}
+
+DeviceMemory device_memory(const c10::Device& device) {
+  DeviceMemory out;
+#ifdef TRAINER_WITH_CUDA
+  if (device.is_cuda()) {
+    // Entry 0 of each stat array is the aggregate over pool kinds (StatType::AGGREGATE).
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    out.allocated_peak_mb = static_cast<double>(stats.allocated_bytes[0].peak) / (1 << 20);
+    out.reserved_peak_mb = static_cast<double>(stats.reserved_bytes[0].peak) / (1 << 20);
+  }
+#else
+  (void)device;
+#endif
+  return out;
+}
+
+}  // namespace trainer::runtime
