@@ -295,6 +295,8 @@ int main(int argc, char** argv) {
   peak->add_option("--size", peak_size, "matrix size");
   peak->add_option("--seconds", peak_seconds, "how long to measure");
   peak->add_option("--threads", peak_threads, "intra-op threads (default: all cores)");
+  std::string peak_device = "cpu";
+  peak->add_option("--device", peak_device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
 
   auto* keys = app.add_subcommand("config-keys", "print every config key as a Markdown table");
 
@@ -324,7 +326,7 @@ int main(int argc, char** argv) {
     if (*keys) return cmd_config_keys();
     if (*peak) {
       if (peak_threads > 0) at::set_num_threads(peak_threads);
-      const auto r = metrics::measure_peak(peak_dtype, peak_size, peak_seconds);
+      const auto r = metrics::measure_peak(peak_dtype, peak_size, peak_seconds, peak_device);
       const char* blas = std::getenv("OPENBLAS_CORETYPE");
       std::cout << peak_dtype << " matmul " << peak_size << "x" << peak_size << ": " << r.tflops
                 << " TFLOP/s with " << at::get_num_threads() << " threads (OPENBLAS_CORETYPE="

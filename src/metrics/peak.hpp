@@ -10,8 +10,9 @@ struct Peak {
   double max_rel_error = 0;   // of a smaller product against a float64 reference
 };
 
-// Times repeated [size x size] @ [size x size] products in `dtype` ("fp32" or "bf16") for
+// Times repeated [size x size] @ [size x size] products in `dtype` ("fp32" or "bf16") on
+// `device` ("cpu" or "cuda", whose fp32 products follow runtime.tf32's default: full fp32) for
 // about `seconds`, after a warm-up.
-Peak measure_peak(const std::string& dtype, int size, double seconds);
+Peak measure_peak(const std::string& dtype, int size, double seconds, const std::string& device = "cpu");
 
 }  // namespace trainer::metrics

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU check, unattended, in one go (about 8 minutes on one H200): configure and build
+# against the CUDA LibTorch inside the pip `torch` of python3, run the GPU tests, then measure
+# throughput of a ~1B Llama-style model and GPT-2 124M at bf16 (tokens/s, MFU against the
+# measured bf16 matmul peak, GPU memory). Needs python3 with a CUDA torch, CMake, ninja and a
+# C++17 compiler; no network (yaml-cpp, spdlog, fmt, CLI11 and Catch2 come from third_party/).
+#
+#   scripts/gpu_check.sh OUT_DIR     -> OUT_DIR/gpu_check.log, OUT_DIR/gpu_check.json
+set -uo pipefail
+OUT=${1:?usage: scripts/gpu_check.sh OUT_DIR}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.."
+exec > >(tee "$OUT/gpu_check.log") 2>&1
+PY=${PYTHON:-python3}
+BUILD=${BUILD_DIR:-build-gpu}
+START=$(date +%s)
+status=()   # "name=ok|failed" per stage, for the JSON
+
+stage() {  # stage NAME TIMEOUT_S COMMAND...: run with a limit, record the outcome
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name ($(($(date +%s) - START)) s in)"
+  if timeout "$limit" "$@"; then status+=("$name=ok"); else status+=("$name=failed"); echo "=== $name FAILED"; fi
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+TORCH_PREFIX=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
+$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
+
+stage configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DTRAINER_VENDORED_DEPS=ON
+stage build 300 ninja -C "$BUILD" -j "$(nproc)" trainer trainer_tests
+T="$BUILD/trainer"
+stage gpu_tests 180 "$BUILD/trainer_tests" "[gpu]"
+stage cpu_equivalence 120 "$BUILD/trainer_tests" "every layout trains exactly like 1x1x1 (fp32 - 10 steps)"
+
+peak=0
+if out=$(timeout 60 "$T" bench-peak --device cuda --dtype bf16 --size 8192 --seconds 3); then
+  echo "$out"
+  peak=$(echo "$out" | sed -n 's/.*: \([0-9.e+-]*\) TFLOP\/s.*/\1/p' | head -1)
+fi
+
+bench() {  # bench NAME CONFIG SETS...: 20 steps at bf16 on the GPU, metrics into OUT/NAME
+  local name=$1 config=$2
+  shift 2
+  local sets=()
+  for s in "$@" "train.steps=20" "logging.interval=1" "logging.dir=$OUT/$name" "checkpoint.dir=" \
+           "runtime.device=cuda" "runtime.precision=bf16" "runtime.tf32=true" "runtime.peak_tflops=$peak"; do
+    sets+=(--set "$s")
+  done
+  stage "bench_$name" 150 "$T" train "$config" --no-resume "${sets[@]}"
+}
+bench llama-1b configs/llama-1b.yaml
+bench gpt2-124m configs/gpt2-124m.yaml parallel.dp=1 parallel.pp=1 parallel.tp=1 \
+  parallel.micro_batch_size=16 train.global_batch_size=16
+
+$PY - "$OUT" "$peak" "${status[@]}" <<'PYEOF'
+import json, os, statistics, sys
+out, peak, stages = sys.argv[1], float(sys.argv[2] or 0), dict(s.split("=", 1) for s in sys.argv[3:])
+result = {"stages": stages, "bf16_peak_tflops": peak, "benchmarks": {}}
+for name in ("llama-1b", "gpt2-124m"):
+    path = os.path.join(out, name, "metrics.jsonl")
+    if not os.path.exists(path):
+        continue
+    rows = [json.loads(l) for l in open(path) if '"tokens_per_s"' in l][3:]  # drop warm-up steps
+    if rows:
+        med = lambda k: statistics.median(r[k] for r in rows)
+        result["benchmarks"][name] = {
+            "tokens_per_s": med("tokens_per_s"), "mfu": med("mfu"), "tflops": med("tflops_per_rank"),
+            "step_s": med("step_s"), "gpu_max_allocated_mb": max(r["gpu_max_allocated_mb"] for r in rows),
+            "gpu_max_reserved_mb": max(r["gpu_max_reserved_mb"] for r in rows)}
+result["passed"] = bool(stages) and all(v == "ok" for v in stages.values()) and len(result["benchmarks"]) == 2
+json.dump(result, open(os.path.join(out, "gpu_check.json"), "w"), indent=1)
+print(json.dumps(result, indent=1))
+sys.exit(0 if result["passed"] else 1)
+PYEOF
+rc=$?
+echo "=== done in $(($(date +%s) - START)) s, exit $rc"
+exit $rc
