@@ -22,6 +22,8 @@
 #include "dist/launcher.hpp"
 #include "model/flops.hpp"
 #include "pipeline/schedule.hpp"
+#include "runtime/blas.hpp"
+#include "runtime/device.hpp"
 #include "checkpoint/export.hpp"
 #include "metrics/peak.hpp"
 #include "train/generate.hpp"
@@ -73,6 +75,17 @@ int cmd_check_config(const std::string& path, const std::vector<std::string>& se
   return 0;
 }
 
+// OpenBLAS falls back to pre-AVX2 kernels on some CPUs: never run several times slow silently.
+void warn_if_slow_blas(const Config& cfg, const dist::JobEnv& job) {
+  if (job.rank != 0 || (cfg.runtime.device != "cpu" && runtime::gpu_count() > 0)) return;
+  const std::string better = runtime::better_openblas_core_here();
+  if (better.empty()) return;
+  spdlog::warn("OpenBLAS runs its '{}' kernels, which predate this CPU's AVX2: fp32 matmuls are several times "
+               "slower than they can be. Start trainer with OPENBLAS_CORETYPE={} (check it first with "
+               "`OPENBLAS_CORETYPE={} trainer bench-peak`); `trainer launch` does this for its workers.",
+               runtime::openblas_core(), better, better);
+}
+
 int report_bad_input(const std::exception& e) {
   std::cerr << "error: " << e.what() << std::endl;
   return kExitBadInput;
@@ -118,6 +131,7 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
   Config cfg = load_config(path, sets);
   validate(cfg, job.world_size);  // before any process group exists
   setup_logging(cfg.logging.level, job, &cfg);
+  warn_if_slow_blas(cfg, job);
   // Bad input found only once training starts (a dataset's contents, a checkpoint of another
   // model) exits 2 like a bad config; anything else that stops the run exits 1.
   try {

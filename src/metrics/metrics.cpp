@@ -129,12 +129,15 @@ void StepLogger::step(int step, double loss, double lr, double grad_norm, const 
                                         : std::string(),
                skipped, eta);
   // The figures both files carry; "skipped" prints as an integer through {:.9g}.
-  const std::pair<const char*, double> figures[] = {
+  std::vector<std::pair<const char*, double>> figures = {
       {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_s", th.tokens_per_s},
       {"tflops_per_rank", th.tflops_per_rank}, {"mfu", th.mfu}, {"step_s", t.total},
       {"compute_s", t.compute}, {"comm_s", t.comm}, {"bubble_s", t.bubble},
-      {"peak_rss_mb", peak_rss_mb()}, {"gpu_max_allocated_mb", gpu.allocated_peak_mb},
-      {"gpu_max_reserved_mb", gpu.reserved_peak_mb}, {"skipped", static_cast<double>(skipped)}};
+      {"peak_rss_mb", peak_rss_mb()}, {"skipped", static_cast<double>(skipped)}};
+  if (comm_.device().is_cuda()) {
+    figures.emplace_back("gpu_max_allocated_mb", gpu.allocated_peak_mb);
+    figures.emplace_back("gpu_max_reserved_mb", gpu.reserved_peak_mb);
+  }
   if (jsonl_.is_open()) {
     jsonl_ << "{\"step\":" << step;
     for (const auto& [name, value] : figures) jsonl_ << ",\"" << name << "\":" << json_number(value);
