@@ -11,8 +11,10 @@ TEST_CASE("pre-AVX2 OpenBLAS kernels are recognised and the better set named", "
   CHECK(better_openblas_core("Prescott", true, false) == "Haswell");
   CHECK(better_openblas_core("CORE2", true, false) == "Haswell");
   CHECK(better_openblas_core("Prescott", false, false).empty());  // nothing better on this CPU
-  CHECK(better_openblas_core("Haswell", true, true).empty());
+  CHECK(better_openblas_core("Haswell", true, true) == "SkylakeX");  // AVX-512 left unused
+  CHECK(better_openblas_core("Haswell", true, false).empty());
   CHECK(better_openblas_core("SkylakeX", true, true).empty());
+  CHECK(better_openblas_core("Cooperlake", true, true).empty());
   CHECK(better_openblas_core("", true, true).empty());  // the BLAS is not OpenBLAS
 }
 

@@ -80,9 +80,9 @@ void warn_if_slow_blas(const Config& cfg, const dist::JobEnv& job) {
   if (job.rank != 0 || (cfg.runtime.device != "cpu" && runtime::gpu_count() > 0)) return;
   const std::string better = runtime::better_openblas_core_here();
   if (better.empty()) return;
-  spdlog::warn("OpenBLAS runs its '{}' kernels, which predate this CPU's AVX2: fp32 matmuls are several times "
-               "slower than they can be. Start trainer with OPENBLAS_CORETYPE={} (check it first with "
-               "`OPENBLAS_CORETYPE={} trainer bench-peak`); `trainer launch` does this for its workers.",
+  spdlog::warn("OpenBLAS runs its '{}' kernels, which leave this CPU's AVX2/AVX-512 units (partly) unused: fp32 matmuls are up to "
+               "several times slower than they can be. Start trainer with OPENBLAS_CORETYPE={} (check it first with "
+               "`OPENBLAS_CORETYPE={} trainer bench-peak`); `trainer launch` does it for its workers when the variable is unset.",
                runtime::openblas_core(), better, better);
 }
 

@@ -169,8 +169,8 @@ int run_self(const std::vector<std::string>& args, const std::map<std::string, s
 
 // OpenBLAS reads OPENBLAS_CORETYPE only when a process loads it, so the workers are where its
 // slow-kernel fallback can be fixed: when the variable is unset and this process runs kernels
-// that predate the CPU's AVX2, give the workers the better set, once `bench-peak` has shown
-// that it computes the right numbers (checked against float64).
+// that leave the CPU's AVX2/AVX-512 unused, give the workers the better set, once `bench-peak`
+// has shown that it computes the right numbers (checked against float64).
 void fix_openblas_for_workers(std::map<std::string, std::string>& env) {
   if (std::getenv("OPENBLAS_CORETYPE") || env.count("OPENBLAS_CORETYPE")) return;
   const std::string better = runtime::better_openblas_core_here();

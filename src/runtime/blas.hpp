@@ -14,7 +14,8 @@ namespace trainer::runtime {
 std::string openblas_core();
 
 // The OPENBLAS_CORETYPE worth asking for when OpenBLAS runs `core` on a CPU with these
-// features: "SkylakeX" (AVX-512) or "Haswell" (AVX2) when `core` predates AVX2, else "".
+// features: "SkylakeX" when the CPU has AVX-512 and `core` does not use it, "Haswell" when the
+// CPU has AVX2 and `core` predates it, else "".
 std::string better_openblas_core(const std::string& core, bool avx2, bool avx512);
 
 // better_openblas_core for this process and CPU.
