@@ -16,7 +16,7 @@ TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[ben
       "assert len(d['cases']) == 2;"
       "assert all(c[k]['median'] > 0 for c in d['cases'] for k in ('trainer', 'pytorch', 'pytorch_tuned_malloc'));"
       "assert 0 < d['cases'][0]['trainer_mfu'] < 1;"
-      "assert all(0 <= b['measured'] <= 1 and abs(b['theory'] - (b['pp']-1)/(b['microbatches']+b['pp']-1)) < 1e-12 for b in d['bubble'])";
+      "assert all(0 <= b['receive_wait'] <= b['measured'] <= 1 and abs(b['theory'] - (b['pp']-1)/(b['microbatches']+b['pp']-1)) < 1e-12 for b in d['bubble'])";
   auto valid = testing::run("/usr/bin/python3 -c \"" + check + "\" " + dir.file("results.json"), 30);
   INFO(valid.output);
   CHECK(valid.code == 0);
