@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
-packages=(cmake g++ ninja-build libtorch-dev libgloo-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
+packages=(cmake g++ ninja-build libtorch-dev libgloo-dev libdnnl-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
           catch2 libopenblas0-openmp)
 # The test suite also runs trainer under Debian's real torchrun; trainer itself never needs Python.
 if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then packages+=(python3-torch); fi

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "model/matmul.hpp"
+
 namespace trainer::model {
 
 // ---------------------------------------------------------------- forward pass ------------
@@ -36,10 +38,10 @@ at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
     k = rope(k);
   }
   const auto dt = tp_.compute_dtype;
-  at::Tensor scores = at::matmul(q.to(dt), k.to(dt).transpose(-2, -1)).to(at::kFloat);
+  at::Tensor scores = model::matmul(q.to(dt), k.to(dt).transpose(-2, -1)).to(at::kFloat);
   scores = scores.mul_(1.0 / std::sqrt(static_cast<double>(head_dim_))).add_(causal_mask_);
   at::Tensor probs = dropout(at::softmax(scores, -1));
-  at::Tensor out = at::matmul(probs.to(dt), v.to(dt)).to(at::kFloat);  // [B, h, S, D]
+  at::Tensor out = model::matmul(probs.to(dt), v.to(dt)).to(at::kFloat);  // [B, h, S, D]
   out = out.transpose(1, 2).reshape({B, S, local_heads_ * head_dim_});
   return b.proj.forward(out, tp_);
 }

@@ -3,6 +3,8 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
+#include "model/matmul.hpp"
+
 namespace trainer::model {
 
 using torch::autograd::AutogradContext;
@@ -136,7 +138,7 @@ at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& g) {
 
 at::Tensor linear_in(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                      at::ScalarType dtype) {
-  if (dtype == at::kFloat) return at::linear(x, w, b);
+  if (dtype == at::kFloat) return model::linear(x, w, b);
   // Autocast by hand: the matmul runs in `dtype`; casts are differentiable, so the weight's
   // gradient arrives in fp32 for the fp32 master copy.
   at::Tensor y = at::linear(x.to(dtype), w.to(dtype), b.defined() ? b.to(dtype) : b);

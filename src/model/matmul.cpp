@@ -1,0 +1,150 @@
+#include "model/matmul.hpp"
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/torch.h>
+
+#ifdef TRAINER_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace trainer::model {
+
+bool uses_onednn(const at::Tensor& t) {
+#ifdef TRAINER_WITH_ONEDNN
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat;
+#else
+  return false;
+#endif
+}
+
+#ifdef TRAINER_WITH_ONEDNN
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::Function;
+using torch::autograd::variable_list;
+
+// One operand of a row-major product: the matrix in the last two dims of `t`, read as stored
+// ('N') or transposed ('T'), whichever has contiguous rows. Views such as q, k, v (slices of the
+// fused qkv output) or kᵀ are used in place; anything else is copied once.
+struct Operand {
+  at::Tensor t;
+  char trans;
+  int64_t ld;
+};
+
+Operand operand(const at::Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  if (t.stride(-1) == 1 && t.stride(-2) >= std::max<int64_t>(1, cols)) return {t, 'N', t.stride(-2)};
+  if (t.stride(-2) == 1 && t.stride(-1) >= std::max<int64_t>(1, rows)) return {t, 'T', t.stride(-1)};
+  return {t.contiguous(), 'N', std::max<int64_t>(1, cols)};
+}
+
+// Element offset of every matrix of `t` (row-major order over its leading dims).
+std::vector<int64_t> batch_offsets(const at::Tensor& t) {
+  std::vector<int64_t> offsets{0};
+  for (int64_t d = 0; d + 2 < t.dim(); ++d) {
+    std::vector<int64_t> next;
+    next.reserve(offsets.size() * t.size(d));
+    for (int64_t o : offsets)
+      for (int64_t i = 0; i < t.size(d); ++i) next.push_back(o + i * t.stride(d));
+    offsets = std::move(next);
+  }
+  return offsets;
+}
+
+// c[i] = a[i] · b[i] for every matrix i, into a new contiguous tensor.
+at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in) {
+  const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
+  std::vector<int64_t> shape = a_in.sizes().vec();
+  shape.back() = N;
+  at::Tensor c = at::empty(shape, a_in.options());
+  if (c.numel() == 0) return c;
+  if (K == 0) return c.zero_();
+  const Operand a = operand(a_in), b = operand(b_in);
+  const std::vector<int64_t> oa = batch_offsets(a.t), ob = batch_offsets(b.t);
+  const float* pa = a.t.data_ptr<float>();
+  const float* pb = b.t.data_ptr<float>();
+  float* pc = c.data_ptr<float>();
+  auto product = [&](int64_t i) {
+    const dnnl_status_t s = dnnl_sgemm(a.trans, b.trans, M, N, K, 1.0f, pa + oa[i], a.ld, pb + ob[i],
+                                       b.ld, 0.0f, pc + i * M * N, N);
+    if (s != dnnl_success) throw std::runtime_error("oneDNN sgemm failed with status " + std::to_string(s));
+  };
+  const auto count = static_cast<int64_t>(oa.size());
+  if (count == 1) {
+    product(0);  // one large product: oneDNN spreads it over the intra-op threads
+  } else {
+    // Many small products (attention heads): one per thread at a time; inside a parallel
+    // region oneDNN runs each on its calling thread.
+    at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) product(i);
+    });
+  }
+  return c;
+}
+
+at::Tensor transposed(const at::Tensor& t) { return t.transpose(-2, -1); }
+
+// y = x wᵀ; the bias is added outside (in place), so undefined tensors never enter autograd.
+struct Linear : Function<Linear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
+    const at::Tensor x2 = x.reshape({-1, x.size(-1)});
+    ctx->save_for_backward({x2, w});
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = w.size(0);
+    return at::_unsafe_view(gemm(x2, transposed(w)), shape);  // not a view in autograd's eyes
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x2 = saved[0];
+    const at::Tensor& w = saved[1];
+    const at::Tensor g = grads[0].reshape({-1, w.size(0)});
+    std::vector<int64_t> x_shape = grads[0].sizes().vec();
+    x_shape.back() = w.size(1);
+    at::Tensor dx = ctx->needs_input_grad(0) ? gemm(g, w).view(x_shape) : at::Tensor();
+    at::Tensor dw = ctx->needs_input_grad(1) ? gemm(transposed(g), x2) : at::Tensor();
+    return {dx, dw};
+  }
+};
+
+struct Matmul : Function<Matmul> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+    ctx->save_for_backward({a, b});
+    return gemm(a, b);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& g = grads[0];
+    at::Tensor da = ctx->needs_input_grad(0) ? gemm(g, transposed(saved[1])) : at::Tensor();
+    at::Tensor db = ctx->needs_input_grad(1) ? gemm(transposed(saved[0]), g) : at::Tensor();
+    return {da, db};
+  }
+};
+
+}  // namespace
+#endif
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+#ifdef TRAINER_WITH_ONEDNN
+  if (uses_onednn(x)) {
+    at::Tensor y = Linear::apply(x, w);
+    return b.defined() ? y.add_(b) : y;
+  }
+#endif
+  return at::linear(x, w, b);
+}
+
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
+#ifdef TRAINER_WITH_ONEDNN
+  if (uses_onednn(a)) return Matmul::apply(a, b);
+#endif
+  return at::matmul(a, b);
+}
+
+}  // namespace trainer::model
