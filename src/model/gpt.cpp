@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "model/matmul.hpp"
+#include "model/cpu_ops.hpp"
 
 namespace trainer::model {
 
@@ -32,7 +32,10 @@ at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
   at::Tensor qkv = b.qkv.forward(x, tp_);  // [B, S, heads/tp * 3 * D]
   const int64_t B = qkv.size(0), S = qkv.size(1);
   qkv = qkv.view({B, S, local_heads_, 3, head_dim_}).permute({3, 0, 2, 1, 4});  // [3, B, h, S, D]
-  at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  // unbind, not qkv[i]: its backward stacks the three gradients in one copy, where three
+  // selects would each zero a full-size buffer and add them up.
+  const std::vector<at::Tensor> parts = qkv.unbind(0);
+  at::Tensor q = parts[0], k = parts[1], v = parts[2];
   if (cfg_->positions == "rope") {
     q = rope(q);
     k = rope(k);
@@ -49,7 +52,7 @@ at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
 at::Tensor Chunk::mlp(const Block& b, const at::Tensor& x) const {
   at::Tensor h = b.fc1.forward(x, tp_);
   if (cfg_->mlp == "swiglu") h = at::silu(b.gate.forward(x, tp_)) * h;
-  else h = at::gelu(h, "tanh");
+  else h = gelu_tanh(h);
   return b.fc2.forward(h, tp_);
 }
 

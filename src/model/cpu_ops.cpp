@@ -1,4 +1,4 @@
-#include "model/matmul.hpp"
+#include "model/cpu_ops.hpp"
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -129,6 +129,36 @@ struct Matmul : Function<Matmul> {
 
 }  // namespace
 #endif
+
+namespace {
+
+// GELU(x) = x·s with s = sigmoid(2z), z = sqrt(2/pi)·(x + 0.044715x³); s is kept for backward:
+// dGELU/dx = s + x·s·(1 − s)·2·sqrt(2/pi)·(1 + 3·0.044715x²).
+constexpr double kTwoSqrt2OverPi = 1.5957691216057308;  // 2·sqrt(2/pi)
+constexpr double kCubic = 0.044715;
+
+struct GeluTanh : torch::autograd::Function<GeluTanh> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    at::Tensor s = at::addcmul(x, x * x, x, kCubic).mul_(kTwoSqrt2OverPi).sigmoid_();
+    ctx->save_for_backward({x, s});
+    return x * s;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &s = saved[1];
+    at::Tensor d = (x * x).mul_(3 * kCubic * kTwoSqrt2OverPi).add_(kTwoSqrt2OverPi);
+    d.mul_(x).mul_(s).mul_(1 - s).add_(s);
+    return {d.mul_(grads[0])};
+  }
+};
+
+}  // namespace
+
+at::Tensor gelu_tanh(const at::Tensor& x) {
+  if (x.device().is_cpu() && x.scalar_type() == at::kFloat) return GeluTanh::apply(x);
+  return at::gelu(x, "tanh");
+}
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
 #ifdef TRAINER_WITH_ONEDNN

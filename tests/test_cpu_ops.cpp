@@ -1,0 +1,90 @@
+// The CPU fast paths of src/model/cpu_ops against LibTorch's own ops: forward values and every
+// input gradient agree within 1e-5 of each tensor's largest entry, for contiguous inputs and for
+// the strided views the model feeds them (q, k, v sliced out of the fused qkv output, kᵀ).
+#include "catch_torch.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/torch.h>
+
+#include "model/cpu_ops.hpp"
+
+using namespace trainer;
+
+namespace {
+
+double rel_diff(const at::Tensor& got, const at::Tensor& want) {
+  REQUIRE(got.sizes() == want.sizes());
+  return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item<double>();
+}
+
+at::Tensor leaf(at::Tensor t) { return t.detach().clone().set_requires_grad(true); }
+
+// Runs `ours` and `reference` on copies of `inputs`, backpropagates the same upstream gradient
+// and returns the largest relative difference over the output and the input gradients.
+template <class F, class G>
+double compare(const std::vector<at::Tensor>& inputs, F ours, G reference) {
+  std::vector<at::Tensor> a, b;
+  for (const auto& t : inputs) {
+    a.push_back(leaf(t));
+    b.push_back(leaf(t));
+  }
+  at::Tensor ya = ours(a), yb = reference(b);
+  at::Tensor upstream = at::randn_like(yb);
+  ya.backward(upstream);
+  yb.backward(upstream);
+  double worst = rel_diff(ya, yb);
+  for (size_t i = 0; i < inputs.size(); ++i) worst = std::max(worst, rel_diff(a[i].grad(), b[i].grad()));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("cpu_ops linear equals at::linear - with and without bias, 2-D and 3-D inputs", "[model][cpu_ops]") {
+  torch::manual_seed(1);
+#ifdef TRAINER_WITH_ONEDNN
+  CHECK(model::uses_onednn(at::zeros({1})));  // the path under test really is oneDNN's
+#endif
+  for (auto shape : {std::vector<int64_t>{6, 7}, std::vector<int64_t>{3, 5, 7}}) {
+    at::Tensor x = at::randn(shape), w = at::randn({4, 7}), b = at::randn({4});
+    CHECK(compare({x, w, b}, [](auto& t) { return model::linear(t[0], t[1], t[2]); },
+                  [](auto& t) { return at::linear(t[0], t[1], t[2]); }) < 1e-5);
+    CHECK(compare({x, w}, [](auto& t) { return model::linear(t[0], t[1], at::Tensor()); },
+                  [](auto& t) { return at::linear(t[0], t[1]); }) < 1e-5);
+  }
+  // A transposed (non-contiguous) input.
+  at::Tensor xt = at::randn({7, 5}).t(), w = at::randn({3, 7});
+  CHECK(compare({xt, w}, [](auto& t) { return model::linear(t[0].t().t(), t[1], at::Tensor()); },
+                [](auto& t) { return at::linear(t[0], t[1]); }) < 1e-5);
+}
+
+TEST_CASE("cpu_ops matmul equals at::matmul on the attention views", "[model][cpu_ops]") {
+  torch::manual_seed(2);
+  // [B, S, heads, 3, D] -> [3, B, heads, S, D], as in the model's attention.
+  at::Tensor qkv = at::randn({2, 5, 3, 3, 4});
+  auto attention = [](auto matmul) {
+    return [matmul](std::vector<at::Tensor>& t) {
+      const auto parts = t[0].permute({3, 0, 2, 1, 4}).unbind(0);
+      at::Tensor scores = matmul(parts[0], parts[1].transpose(-2, -1));  // q kᵀ: [B, h, S, S]
+      return matmul(scores.softmax(-1), parts[2]);                      // probs v: [B, h, S, D]
+    };
+  };
+  CHECK(compare({qkv}, attention([](const at::Tensor& a, const at::Tensor& b) { return model::matmul(a, b); }),
+                attention([](const at::Tensor& a, const at::Tensor& b) { return at::matmul(a, b); })) < 1e-5);
+  // Contiguous operands and a single product.
+  at::Tensor a = at::randn({3, 6, 5}), b = at::randn({3, 5, 2});
+  CHECK(compare({a, b}, [](auto& t) { return model::matmul(t[0], t[1]); },
+                [](auto& t) { return at::matmul(t[0], t[1]); }) < 1e-5);
+  at::Tensor m = at::randn({64, 48}), n = at::randn({48, 40});
+  CHECK(compare({m, n}, [](auto& t) { return model::matmul(t[0], t[1]); },
+                [](auto& t) { return at::matmul(t[0], t[1]); }) < 1e-5);
+}
+
+TEST_CASE("cpu_ops gelu_tanh equals at::gelu(tanh) - including saturated inputs", "[model][cpu_ops]") {
+  torch::manual_seed(3);
+  at::Tensor x = at::cat({at::randn({1000}) * 3, at::tensor({-40.0f, -10.0f, 0.0f, 10.0f, 40.0f})});
+  CHECK(compare({x}, [](auto& t) { return model::gelu_tanh(t[0]); },
+                [](auto& t) { return at::gelu(t[0], "tanh"); }) < 1e-5);
+  at::Tensor y = model::gelu_tanh(at::tensor({-40.0f, 40.0f}));
+  CHECK(y[0].item<float>() == 0.0f);
+  CHECK(y[1].item<float>() == 40.0f);
+}
