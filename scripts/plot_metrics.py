@@ -72,7 +72,7 @@ def plot_time_split(plt, train, path):
     steps = column(train, "step")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bottom = [0.0] * len(train)
-    for key, label in (("compute_s", "compute"), ("comm_s", "comm"), ("bubble_s", "bubble")):
+    for key, label in (("compute_s", "compute"), ("optimizer_s", "optimizer"), ("comm_s", "comm"), ("bubble_s", "bubble")):
         seconds = [0.0 if math.isnan(x) else x for x in column(train, key)]
         ax.bar(steps, seconds, bottom=bottom, width=0.8, label=label)
         bottom = [b + x for b, x in zip(bottom, seconds)]

@@ -56,6 +56,12 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+std::string json_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return out + "\"";
+}
+
 Result train_layout(int dp, int pp, int tp, const std::string& dir, const std::vector<std::string>& sets,
                     const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"launch", "--nproc", std::to_string(dp * pp * tp), "--",

@@ -32,6 +32,8 @@ struct TempDir {
 };
 void write_file(const std::string& path, const std::string& text);
 std::string read_file(const std::string& path);
+// `s` as a JSON string literal (quotes and backslashes escaped; the tests' strings need no more).
+std::string json_quoted(const std::string& s);
 
 // Trains configs/tiny.yaml at a layout through the built-in launcher, dumping into `dir`.
 Result train_layout(int dp, int pp, int tp, const std::string& dir, const std::vector<std::string>& sets,

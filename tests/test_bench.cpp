@@ -13,6 +13,8 @@ TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[ben
   const std::string check =
       "import json,math,sys; d=json.load(open(sys.argv[1]));"
       "assert d['peak_tflops']['fp32'] > 0 and d['peak_tflops']['bf16'] > 0;"
+      "assert all(d['peak_tflops'][t] == max(d['peak_tflops_by_engine'][t].values()) for t in ('fp32', 'bf16'));"
+      "assert all(r['optimizer_s'] > 0 for c in d['cases'] for r in c['trainer']['runs']);"
       "assert len(d['cases']) == 2;"
       "assert all(c[k]['median'] > 0 for c in d['cases'] for k in ('trainer', 'pytorch', 'pytorch_tuned_malloc'));"
       "assert 0 < d['cases'][0]['trainer_mfu'] < 1;"

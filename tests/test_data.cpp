@@ -26,12 +26,6 @@ const Tokenizer& gpt2() {
   return *tokenizer;
 }
 
-std::string json_quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
-  return out + "\"";
-}
-
 // GPT-2's tokenizer.json as Hugging Face's tokenizers library writes it, built from the same
 // encoder.json and vocab.bpe. `pair_merges` picks the newer merges spelling (["a", "b"])
 // over the older ("a b").
@@ -42,8 +36,9 @@ std::string hf_gpt2_json(bool pair_merges) {
     if (line.empty() || line.rfind("#version", 0) == 0) continue;
     const size_t space = line.find(' ');
     merges += merges.empty() ? "" : ",";
-    merges += pair_merges ? "[" + json_quoted(line.substr(0, space)) + "," + json_quoted(line.substr(space + 1)) + "]"
-                          : json_quoted(line);
+    merges += pair_merges ? "[" + testing::json_quoted(line.substr(0, space)) + "," +
+                                  testing::json_quoted(line.substr(space + 1)) + "]"
+                          : testing::json_quoted(line);
   }
   return R"({"version":"1.0","truncation":null,"padding":null,)"
          R"("added_tokens":[{"id":50256,"content":"<|endoftext|>","single_word":false,"lstrip":false,"rstrip":false,)"

@@ -41,9 +41,7 @@ std::string small_tokenizer_json() {
   for (std::string token; json.next_member(token);) {
     const auto id = json.integer();
     if (id >= 300) continue;
-    std::string quoted;
-    for (char c : token) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
-    vocab += (vocab.empty() ? "\"" : ",\"") + quoted + "\":" + std::to_string(id);
+    vocab += (vocab.empty() ? "" : ",") + testing::json_quoted(token) + ":" + std::to_string(id);
   }
   std::string merges;
   std::ifstream in(dir + "vocab.bpe");

@@ -196,7 +196,7 @@ bool is_json_number(const std::string& s) {
 }
 
 const char* const kTrainFigures[] = {"loss", "lr", "grad_norm", "tokens_per_s", "tflops_per_rank", "mfu",
-                                     "step_s", "compute_s", "comm_s", "bubble_s", "peak_rss_mb", "skipped"};
+                                     "step_s", "compute_s", "optimizer_s", "comm_s", "bubble_s", "peak_rss_mb", "skipped"};
 
 // StepLogger on its own, one process: a step with a NaN loss, then an eval result.
 int step_logger_worker() {
@@ -303,7 +303,7 @@ TEST_CASE("a run's metrics.jsonl and TensorBoard scalars agree step by step", "[
       CHECK(is_json_number(rec.at(key)));  // so neither null nor inf/nan
       CHECK(std::isfinite(std::stod(rec.at(key))));
     }
-    CHECK(rec.size() == 16);
+    CHECK(rec.size() == std::size(kTrainFigures) + 4);  // + step, max_in_flight, buckets_overlapped, buckets
   }
 
   const auto files = event_files(logs);

@@ -20,6 +20,7 @@
 #include "dist/grid.hpp"
 #include "dist/job_env.hpp"
 #include "dist/launcher.hpp"
+#include "model/cpu_ops.hpp"
 #include "model/flops.hpp"
 #include "pipeline/schedule.hpp"
 #include "runtime/blas.hpp"
@@ -76,19 +77,15 @@ int cmd_check_config(const std::string& path, const std::vector<std::string>& se
 }
 
 // OpenBLAS falls back to pre-AVX2 kernels on some CPUs: never run several times slow silently.
+// (Only builds without oneDNN do the model's matmuls in OpenBLAS.)
 void warn_if_slow_blas(const Config& cfg, const dist::JobEnv& job) {
-  if (job.rank != 0 || (cfg.runtime.device != "cpu" && runtime::gpu_count() > 0)) return;
+  if (job.rank != 0 || model::onednn_matmuls() || (cfg.runtime.device != "cpu" && runtime::gpu_count() > 0)) return;
   const std::string better = runtime::better_openblas_core_here();
   if (better.empty()) return;
   spdlog::warn("OpenBLAS runs its '{}' kernels, which leave this CPU's AVX2/AVX-512 units (partly) unused: fp32 matmuls are up to "
                "several times slower than they can be. Start trainer with OPENBLAS_CORETYPE={} (check it first with "
                "`OPENBLAS_CORETYPE={} trainer bench-peak`); `trainer launch` does it for its workers when the variable is unset.",
                runtime::openblas_core(), better, better);
-}
-
-int report_bad_input(const std::exception& e) {
-  std::cerr << "error: " << e.what() << std::endl;
-  return kExitBadInput;
 }
 
 // CLI11 reports a mistyped subcommand as "a subcommand is required"; name it instead.
@@ -136,10 +133,7 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
   // model) exits 2 like a bad config; anything else that stops the run exits 1.
   try {
     return run_training(cfg, job, opts);
-  } catch (const ConfigError& e) {
-    spdlog::error("{}", e.what());
-    return kExitBadInput;
-  } catch (const data::DataError& e) {
+  } catch (const BadInput& e) {
     spdlog::error("{}", e.what());
     return kExitBadInput;
   } catch (const std::exception& e) {
@@ -343,7 +337,8 @@ int main(int argc, char** argv) {
       const auto r = metrics::measure_peak(peak_dtype, peak_size, peak_seconds, peak_device);
       const char* blas = std::getenv("OPENBLAS_CORETYPE");
       std::cout << peak_dtype << " matmul " << peak_size << "x" << peak_size << ": " << r.tflops
-                << " TFLOP/s with " << at::get_num_threads() << " threads (OPENBLAS_CORETYPE="
+                << " TFLOP/s with " << at::get_num_threads() << " threads (the model's matmul: "
+                << r.model_tflops << ", LibTorch's at::mm: " << r.libtorch_tflops << " with OPENBLAS_CORETYPE="
                 << (blas ? blas : "unset") << "); max relative error vs float64: " << r.max_rel_error << std::endl;
       std::cout << "for MFU of processes with " << at::get_num_threads()
                 << " threads each: --set runtime.peak_tflops=" << r.tflops << std::endl;
@@ -363,12 +358,9 @@ int main(int argc, char** argv) {
       lopts.args = command;
       return dist::launch_local(lopts);
     }
-  } catch (const ConfigError& e) {
-    return report_bad_input(e);
-  } catch (const dist::JobEnvError& e) {
-    return report_bad_input(e);
-  } catch (const data::DataError& e) {
-    return report_bad_input(e);
+  } catch (const BadInput& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << std::endl;
     return 1;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "config/bad_input.hpp"
+
 namespace trainer {
 
 struct ModelConfig {
@@ -115,9 +117,9 @@ struct Config {
 };
 
 // Every error a user can cause with a config. The CLI turns it into exit code 2.
-class ConfigError : public std::runtime_error {
+class ConfigError : public BadInput {
  public:
-  using std::runtime_error::runtime_error;
+  using BadInput::BadInput;
 };
 
 // Reads `path` (strict: unknown keys and wrong types are errors naming key, file and line),

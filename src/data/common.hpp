@@ -8,10 +8,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "config/bad_input.hpp"
+
 namespace trainer::data {
 
-struct DataError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct DataError : BadInput {
+  using BadInput::BadInput;
 };
 
 // The file's bytes; DataError naming the file and the system's reason if it cannot be read

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "config/bad_input.hpp"
+
 namespace trainer::dist {
 
 struct JobEnv {
@@ -31,9 +33,9 @@ struct JobEnv {
 };
 
 // Raised for inconsistent or missing launcher variables; the CLI exits 2 with it.
-class JobEnvError : public std::runtime_error {
+class JobEnvError : public BadInput {
  public:
-  using std::runtime_error::runtime_error;
+  using BadInput::BadInput;
 };
 
 using EnvMap = std::map<std::string, std::string>;

@@ -121,10 +121,10 @@ void StepLogger::step(int step, double loss, double lr, double grad_norm, const 
   auto pct = [&](double x) { return t.total > 0 ? 100.0 * x / t.total : 0.0; };
   const runtime::DeviceMemory gpu = runtime::device_memory(comm_.device());  // zeros on the CPU
   spdlog::info("step {}/{} | loss {:.6f} | lr {:.3e} | grad_norm {:.4f} | {:.0f} tok/s | {:.3f} TFLOP/s/rank{} | "
-               "step {:.3f}s (compute {:.0f}% comm {:.0f}% bubble {:.0f}%) | rss {:.0f} MB{} | skipped {} | eta {:.0f}s",
+               "step {:.3f}s (compute {:.0f}% optimizer {:.0f}% comm {:.0f}% bubble {:.0f}%) | rss {:.0f} MB{} | skipped {} | eta {:.0f}s",
                step, cfg_.train.steps, loss, lr, grad_norm, th.tokens_per_s, th.tflops_per_rank,
                th.mfu > 0 ? fmt::format(" | MFU {:.1f}%", 100 * th.mfu) : std::string(), t.total,
-               pct(t.compute), pct(t.comm), pct(t.bubble), peak_rss_mb(),
+               pct(t.compute), pct(t.optimizer), pct(t.comm), pct(t.bubble), peak_rss_mb(),
                comm_.device().is_cuda() ? fmt::format(" | gpu {:.0f}/{:.0f} MB", gpu.allocated_peak_mb, gpu.reserved_peak_mb)
                                         : std::string(),
                skipped, eta);
@@ -132,7 +132,7 @@ void StepLogger::step(int step, double loss, double lr, double grad_norm, const 
   std::vector<std::pair<const char*, double>> figures = {
       {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_s", th.tokens_per_s},
       {"tflops_per_rank", th.tflops_per_rank}, {"mfu", th.mfu}, {"step_s", t.total},
-      {"compute_s", t.compute}, {"comm_s", t.comm}, {"bubble_s", t.bubble},
+      {"compute_s", t.compute}, {"optimizer_s", t.optimizer}, {"comm_s", t.comm}, {"bubble_s", t.bubble},
       {"peak_rss_mb", peak_rss_mb()}, {"skipped", static_cast<double>(skipped)}};
   if (comm_.device().is_cuda()) {
     figures.emplace_back("gpu_max_allocated_mb", gpu.allocated_peak_mb);

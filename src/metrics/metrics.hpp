@@ -17,7 +17,8 @@
 namespace trainer::metrics {
 
 struct StepTimes {
-  double total = 0, compute = 0, comm = 0, bubble = 0;  // seconds
+  // seconds; compute is what is left of total: forward, backward, data
+  double total = 0, compute = 0, optimizer = 0, comm = 0, bubble = 0;
 };
 
 // TFLOP/s achieved per process and MFU (0 when the peak is unknown).

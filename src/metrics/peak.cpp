@@ -3,39 +3,62 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <chrono>
 
+#include "model/cpu_ops.hpp"
 #include "runtime/device.hpp"
 
 namespace trainer::metrics {
+namespace {
+
+using Product = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
+
+at::Tensor libtorch_mm(const at::Tensor& a, const at::Tensor& b) { return at::mm(a, b); }
+at::Tensor model_mm(const at::Tensor& a, const at::Tensor& b) { return model::matmul(a, b); }
+
+// Largest error of `product` on a 256x256 problem, relative to the largest exact entry: a wrong
+// BLAS kernel (e.g. a forced OPENBLAS_CORETYPE) must not go unnoticed.
+double relative_error(Product product, const c10::Device& device, at::ScalarType type) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  at::Tensor a = at::randn({256, 256}, gen, at::kDouble), b = at::randn({256, 256}, gen, at::kDouble);
+  at::Tensor exact = at::mm(a, b);
+  at::Tensor got = product(a.to(device, type), b.to(device, type)).to(at::kCPU, at::kDouble);
+  return ((got - exact).abs().max() / exact.abs().max()).item<double>();
+}
+
+double tflops(Product product, const at::Tensor& x, const at::Tensor& y, double seconds) {
+  product(x, y);  // warm-up: thread pool, caches, JIT kernels, cuBLAS handles
+  runtime::synchronize(x.device());
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  int iterations = 0;
+  double elapsed = 0;
+  do {
+    product(x, y);
+    runtime::synchronize(x.device());  // GPU kernels are asynchronous: time what has finished
+    ++iterations;
+    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  } while (elapsed < seconds);
+  const double n = static_cast<double>(x.size(0));
+  return 2.0 * n * n * n * iterations / elapsed / 1e12;
+}
+
+}  // namespace
 
 Peak measure_peak(const std::string& dtype, int size, double seconds, const std::string& device_name) {
   const auto type = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
   const c10::Device device = runtime::choose_device(device_name, 0);
   runtime::use_device(device, false);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
-  Peak peak;
-  // Numerics first: a wrong BLAS kernel (e.g. a forced OPENBLAS_CORETYPE) must not go unnoticed.
-  at::Tensor a = at::randn({256, 256}, gen, at::kDouble), b = at::randn({256, 256}, gen, at::kDouble);
-  at::Tensor exact = at::mm(a, b);
-  at::Tensor got = at::mm(a.to(device, type), b.to(device, type)).to(at::kCPU, at::kDouble);
-  peak.max_rel_error = ((got - exact).abs().max() / exact.abs().max()).item<double>();
-
   at::Tensor x = at::randn({size, size}, gen, at::kFloat).to(device, type);
   at::Tensor y = at::randn({size, size}, gen, at::kFloat).to(device, type);
-  at::Tensor out = at::mm(x, y);  // warm-up: thread pool, caches, cuBLAS handles
-  runtime::synchronize(device);
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  int iterations = 0;
-  double elapsed = 0;
-  do {
-    at::mm_out(out, x, y);
-    runtime::synchronize(device);  // GPU kernels are asynchronous: time what has finished
-    ++iterations;
-    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  } while (elapsed < seconds);
-  peak.tflops = 2.0 * size * size * static_cast<double>(size) * iterations / elapsed / 1e12;
+  Peak peak;
+  peak.max_rel_error = std::max(relative_error(libtorch_mm, device, type), relative_error(model_mm, device, type));
+  peak.libtorch_tflops = tflops(libtorch_mm, x, y, seconds);
+  // Elsewhere the model's matmul is at::matmul, i.e. the same at::mm: no need to time it twice.
+  peak.model_tflops = model::uses_onednn(x) ? tflops(model_mm, x, y, seconds) : peak.libtorch_tflops;
+  peak.tflops = std::max(peak.model_tflops, peak.libtorch_tflops);
   return peak;
 }
 

@@ -14,12 +14,16 @@
 
 namespace trainer::model {
 
-bool uses_onednn(const at::Tensor& t) {
+bool onednn_matmuls() {
 #ifdef TRAINER_WITH_ONEDNN
-  return t.device().is_cpu() && t.scalar_type() == at::kFloat;
+  return true;
 #else
   return false;
 #endif
+}
+
+bool uses_onednn(const at::Tensor& t) {
+  return onednn_matmuls() && t.device().is_cpu() && t.scalar_type() == at::kFloat;
 }
 
 #ifdef TRAINER_WITH_ONEDNN

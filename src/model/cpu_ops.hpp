@@ -23,6 +23,9 @@ at::Tensor matmul(const at::Tensor& a, const at::Tensor& b);
 // GELU with the tanh approximation: at::gelu(x, "tanh").
 at::Tensor gelu_tanh(const at::Tensor& x);
 
+// Whether this build runs the CPU fp32 matmuls in oneDNN.
+bool onednn_matmuls();
+
 // Whether linear/matmul on tensors like `t` run in oneDNN.
 bool uses_onednn(const at::Tensor& t);
 

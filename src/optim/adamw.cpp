@@ -26,13 +26,15 @@ AdamW::AdamW(const OptimConfig& cfg, dist::DataParallel& dp, dist::Comm& comm)
 
 double AdamW::grad_norm() {
   const bool first_tp = comm_.coord().tp == 0;
-  // Accumulated as a tensor: one host synchronisation per step, not one per parameter.
+  // Accumulated as a tensor: one host synchronisation per step, not one per parameter. Each
+  // segment's norm is taken in its own dtype (an fp32 reduction, no float64 copy of the
+  // gradients: that copy cost ~5% of the small benchmark model's step); the sum is in float64.
   at::Tensor total = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
   for (auto& b : dp_.buckets())
     dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
       const auto& info = s.param->info;
       if (info.tied_copy || (info.shard_dim < 0 && !first_tp)) return;
-      total += b.grads.narrow(0, begin, n).to(at::kDouble).pow(2).sum();
+      total += b.grads.narrow(0, begin, n).norm().to(at::kDouble).square();
     });
   // Without ZeRO every DP rank holds the same (full) gradients: sum over the model-parallel
   // ranks only. With ZeRO-1 the DP shards are disjoint: sum over everybody.

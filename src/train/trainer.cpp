@@ -175,6 +175,8 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
     const double norm = optimizer.grad_norm();
     const double lr = optim::learning_rate(cfg.optim, step, cfg.train.steps);
     const bool finite = std::isfinite(norm);
+    const auto t_optimizer = Clock::now();
+    const double comm_before_optimizer = comm_seconds(comm);
     if (finite) {
       optimizer.clip(norm);
       optimizer.step(lr);
@@ -187,6 +189,8 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
       }
       if (comm.rank() == 0) spdlog::warn("step {}: gradient norm is {}; step skipped", step + 1, norm);
     }
+    // (ZeRO-1's parameter all-gather inside the step counts as communication)
+    const double optimizer_seconds = since(t_optimizer) - (comm_seconds(comm) - comm_before_optimizer);
     // 5. log: the loss lives on the last stage; sum the DP shares there
     at::Tensor loss = at::full({1}, stats.loss, at::kDouble);
     if (runner.holds_loss()) dist::all_reduce(comm.dp(), loss);
@@ -194,7 +198,8 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
     times.total = since(t0);
     times.bubble = stats.wait_seconds;
     times.comm = comm_seconds(comm) - comm0 - stats.wait_seconds;
-    times.compute = std::max(0.0, times.total - times.comm - times.bubble);
+    times.optimizer = optimizer_seconds;
+    times.compute = std::max(0.0, times.total - times.comm - times.bubble - times.optimizer);
     if (step == first_step) logger.memory_after_first_step();
     logger.step(step + 1, loss.item<double>(), lr, norm, times, skipped, stats.max_in_flight,
                 dp.launched_in_backward(), static_cast<int>(dp.buckets().size()));
