@@ -64,12 +64,13 @@ TEST_CASE("cpu_ops matmul equals at::matmul on the attention views", "[model][cp
   auto attention = [](auto matmul) {
     return [matmul](std::vector<at::Tensor>& t) {
       const auto parts = t[0].permute({3, 0, 2, 1, 4}).unbind(0);
-      at::Tensor scores = matmul(parts[0], parts[1].transpose(-2, -1));  // q kᵀ: [B, h, S, S]
-      return matmul(scores.softmax(-1), parts[2]);                      // probs v: [B, h, S, D]
+      at::Tensor scores = matmul(parts[0], parts[1].transpose(-2, -1), 0.5);  // q kᵀ / 2: [B, h, S, S]
+      return matmul(scores.softmax(-1), parts[2], 1.0);                     // probs v: [B, h, S, D]
     };
   };
-  CHECK(compare({qkv}, attention([](const at::Tensor& a, const at::Tensor& b) { return model::matmul(a, b); }),
-                attention([](const at::Tensor& a, const at::Tensor& b) { return at::matmul(a, b); })) < 1e-5);
+  CHECK(compare({qkv},
+                attention([](const at::Tensor& a, const at::Tensor& b, double s) { return model::matmul(a, b, s); }),
+                attention([](const at::Tensor& a, const at::Tensor& b, double s) { return at::matmul(a, b) * s; })) < 1e-5);
   // Contiguous operands and a single product.
   at::Tensor a = at::randn({3, 6, 5}), b = at::randn({3, 5, 2});
   CHECK(compare({a, b}, [](auto& t) { return model::matmul(t[0], t[1]); },

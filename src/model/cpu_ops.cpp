@@ -62,8 +62,8 @@ std::vector<int64_t> batch_offsets(const at::Tensor& t) {
   return offsets;
 }
 
-// c[i] = a[i] · b[i] for every matrix i, into a new contiguous tensor.
-at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in) {
+// c[i] = alpha · a[i] · b[i] for every matrix i, into a new contiguous tensor.
+at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in, float alpha = 1.0f) {
   const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
   std::vector<int64_t> shape = a_in.sizes().vec();
   shape.back() = N;
@@ -76,7 +76,7 @@ at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in) {
   const float* pb = b.t.data_ptr<float>();
   float* pc = c.data_ptr<float>();
   auto product = [&](int64_t i) {
-    const dnnl_status_t s = dnnl_sgemm(a.trans, b.trans, M, N, K, 1.0f, pa + oa[i], a.ld, pb + ob[i],
+    const dnnl_status_t s = dnnl_sgemm(a.trans, b.trans, M, N, K, alpha, pa + oa[i], a.ld, pb + ob[i],
                                        b.ld, 0.0f, pc + i * M * N, N);
     if (s != dnnl_success) throw std::runtime_error("oneDNN sgemm failed with status " + std::to_string(s));
   };
@@ -118,16 +118,18 @@ struct Linear : Function<Linear> {
 };
 
 struct Matmul : Function<Matmul> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, double scale) {
     ctx->save_for_backward({a, b});
-    return gemm(a, b);
+    ctx->saved_data["scale"] = scale;
+    return gemm(a, b, static_cast<float>(scale));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& g = grads[0];
-    at::Tensor da = ctx->needs_input_grad(0) ? gemm(g, transposed(saved[1])) : at::Tensor();
-    at::Tensor db = ctx->needs_input_grad(1) ? gemm(transposed(saved[0]), g) : at::Tensor();
-    return {da, db};
+    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
+    at::Tensor da = ctx->needs_input_grad(0) ? gemm(g, transposed(saved[1]), scale) : at::Tensor();
+    at::Tensor db = ctx->needs_input_grad(1) ? gemm(transposed(saved[0]), g, scale) : at::Tensor();
+    return {da, db, at::Tensor()};
   }
 };
 
@@ -174,11 +176,12 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   return at::linear(x, w, b);
 }
 
-at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, double scale) {
 #ifdef TRAINER_WITH_ONEDNN
-  if (uses_onednn(a)) return Matmul::apply(a, b);
+  if (uses_onednn(a)) return Matmul::apply(a, b, scale);
 #endif
-  return at::matmul(a, b);
+  at::Tensor c = at::matmul(a, b);
+  return scale == 1.0 ? c : c.mul_(scale);
 }
 
 }  // namespace trainer::model

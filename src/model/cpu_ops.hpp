@@ -17,8 +17,9 @@ namespace trainer::model {
 // y = x wᵀ (+ b) over the last dim of x: at::linear's contract (b may be undefined).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
 
-// a · b over the last two dims; a and b have the same leading (batch) dims.
-at::Tensor matmul(const at::Tensor& a, const at::Tensor& b);
+// scale · (a · b) over the last two dims; a and b have the same leading (batch) dims. (The scale
+// rides in the product: attention's 1/sqrt(d) costs no pass over the scores.)
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, double scale = 1.0);
 
 // GELU with the tanh approximation: at::gelu(x, "tanh").
 at::Tensor gelu_tanh(const at::Tensor& x);

@@ -41,8 +41,8 @@ at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
     k = rope(k);
   }
   const auto dt = tp_.compute_dtype;
-  at::Tensor scores = model::matmul(q.to(dt), k.to(dt).transpose(-2, -1)).to(at::kFloat);
-  scores = scores.mul_(1.0 / std::sqrt(static_cast<double>(head_dim_))).add_(causal_mask_);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  at::Tensor scores = model::matmul(q.to(dt), k.to(dt).transpose(-2, -1), scale).to(at::kFloat).add_(causal_mask_);
   at::Tensor probs = dropout(at::softmax(scores, -1));
   at::Tensor out = model::matmul(probs.to(dt), v.to(dt)).to(at::kFloat);  // [B, h, S, D]
   out = out.transpose(1, 2).reshape({B, S, local_heads_ * head_dim_});
