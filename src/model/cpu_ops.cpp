@@ -14,6 +14,10 @@
 
 namespace trainer::model {
 
+using torch::autograd::AutogradContext;
+using torch::autograd::Function;
+using torch::autograd::variable_list;
+
 bool onednn_matmuls() {
 #ifdef TRAINER_WITH_ONEDNN
   return true;
@@ -28,10 +32,6 @@ bool uses_onednn(const at::Tensor& t) {
 
 #ifdef TRAINER_WITH_ONEDNN
 namespace {
-
-using torch::autograd::AutogradContext;
-using torch::autograd::Function;
-using torch::autograd::variable_list;
 
 // One operand of a row-major product: the matrix in the last two dims of `t`, read as stored
 // ('N') or transposed ('T'), whichever has contiguous rows. Views such as q, k, v (slices of the
@@ -72,6 +72,8 @@ at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in, float alpha = 1.
   if (K == 0) return c.zero_();
   const Operand a = operand(a_in), b = operand(b_in);
   const std::vector<int64_t> oa = batch_offsets(a.t), ob = batch_offsets(b.t);
+  TORCH_CHECK(oa.size() == ob.size() && b_in.size(-2) == K, "gemm: shapes ", a_in.sizes(), " and ", b_in.sizes(),
+              " do not multiply (no broadcasting)");
   const float* pa = a.t.data_ptr<float>();
   const float* pb = b.t.data_ptr<float>();
   float* pc = c.data_ptr<float>();
@@ -139,23 +141,22 @@ struct Matmul : Function<Matmul> {
 namespace {
 
 // GELU(x) = x·s with s = sigmoid(2z), z = sqrt(2/pi)·(x + 0.044715x³); s is kept for backward:
-// dGELU/dx = s + x·s·(1 − s)·2·sqrt(2/pi)·(1 + 3·0.044715x²).
+// dGELU/dx = s + 2·sqrt(2/pi)·(x + 3·0.044715x³)·s·(1 − s).
 constexpr double kTwoSqrt2OverPi = 1.5957691216057308;  // 2·sqrt(2/pi)
 constexpr double kCubic = 0.044715;
 
-struct GeluTanh : torch::autograd::Function<GeluTanh> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+struct GeluTanh : Function<GeluTanh> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
     at::Tensor s = at::addcmul(x, x * x, x, kCubic).mul_(kTwoSqrt2OverPi).sigmoid_();
     ctx->save_for_backward({x, s});
     return x * s;
   }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &s = saved[1];
-    at::Tensor d = (x * x).mul_(3 * kCubic * kTwoSqrt2OverPi).add_(kTwoSqrt2OverPi);
-    d.mul_(x).mul_(s).mul_(1 - s).add_(s);
-    return {d.mul_(grads[0])};
+    const at::Tensor w = at::addcmul(x, x * x, x, 3 * kCubic);  // x + 3·0.044715x³
+    const at::Tensor slope = at::addcmul(s, s, s, -1.0);         // s·(1 − s)
+    return {at::addcmul(s, w, slope, kTwoSqrt2OverPi).mul_(grads[0])};
   }
 };
 
