@@ -304,6 +304,9 @@ TEST_CASE("a run's metrics.jsonl and TensorBoard scalars agree step by step", "[
       CHECK(std::isfinite(std::stod(rec.at(key))));
     }
     CHECK(rec.size() == std::size(kTrainFigures) + 4);  // + step, max_in_flight, buckets_overlapped, buckets
+    // The last of 2 stages (it prints) holds one microbatch's activations at a time in 1F1B,
+    // receives posted ahead notwithstanding.
+    CHECK(rec.at("max_in_flight") == "1");
   }
 
   const auto files = event_files(logs);

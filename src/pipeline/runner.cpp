@@ -50,6 +50,14 @@ class Mailbox {
   std::map<int, at::Tensor> local_messages_;
 };
 
+// Microbatches whose forward activations this stage holds (an entry may also be just a receive
+// posted ahead, which holds no activations yet).
+int activations_held(const std::map<std::pair<int, int>, InFlight>& live) {
+  int n = 0;
+  for (const auto& entry : live) n += entry.second.output.defined();
+  return n;
+}
+
 }  // namespace
 
 Runner::Runner(const Config& cfg, model::GPT& model, dist::Comm& comm)
@@ -137,7 +145,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
           loss_total += f.output.detach().to(at::kDouble);
         }
         stats.compute_seconds += since(t0);
-        stats.max_in_flight = std::max(stats.max_in_flight, static_cast<int>(live.size()));
+        stats.max_in_flight = std::max(stats.max_in_flight, activations_held(live));
         break;
       }
       case Op::SendForward:
