@@ -1,7 +1,7 @@
 // The model's heavy operations, routed on the CPU in fp32 to faster implementations than
 // LibTorch 1.13's defaults (measured on this 2-core machine):
 // - matrix products run in oneDNN's sgemm when the build has oneDNN (Debian's LibTorch already
-//   loads it): 310-420 GFLOP/s on every shape of the benchmark models, where LibTorch's path
+//   loads it): 300-420 GFLOP/s on every shape of the benchmark models, where LibTorch's path
 //   (OpenBLAS under the OPENBLAS_CORETYPE this machine's environment forces) does 100-115 on the
 //   tiny model's shapes and ~200 on large ones, and its batched matmul runs one product at a
 //   time on one thread;
