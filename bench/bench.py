@@ -134,9 +134,10 @@ def main():
                                     lambda: pytorch_run(model, 2 * mb, steps, 1, 2),
                                     lambda: pytorch_run(model, 2 * mb, steps, 1, 2, TUNED_MALLOC))
     measure_peaks()
+    peak_fp32 = best_peaks()["fp32"]
     for case in results["cases"]:
         if "trainer_tflops" in case:
-            case["trainer_mfu"] = case["trainer_tflops"] / best_peaks()["fp32"]
+            case["trainer_mfu"] = case["trainer_tflops"] / peak_fp32
     results["cases"].append({"name": f"{os.path.basename(path)} dp=2 fp32", "trainer": summary(ours),
                              "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
                              "exposed_comm_fraction": statistics.median(r["comm_s"] / r["step_s"] for r in ours)})

@@ -6,15 +6,17 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include "helpers.hpp"
 #include "model/cpu_ops.hpp"
 
 using namespace trainer;
 
 namespace {
 
+// testing::max_rel_diff, after checking the shapes agree (a broadcast would hide a mismatch).
 double rel_diff(const at::Tensor& got, const at::Tensor& want) {
   REQUIRE(got.sizes() == want.sizes());
-  return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item<double>();
+  return testing::max_rel_diff(want, got);
 }
 
 at::Tensor leaf(at::Tensor t) { return t.detach().clone().set_requires_grad(true); }

@@ -26,9 +26,11 @@ bool onednn_matmuls() {
 #endif
 }
 
-bool uses_onednn(const at::Tensor& t) {
-  return onednn_matmuls() && t.device().is_cpu() && t.scalar_type() == at::kFloat;
-}
+namespace {
+bool cpu_fp32(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; }
+}  // namespace
+
+bool uses_onednn(const at::Tensor& t) { return onednn_matmuls() && cpu_fp32(t); }
 
 #ifdef TRAINER_WITH_ONEDNN
 namespace {
@@ -163,7 +165,7 @@ struct GeluTanh : Function<GeluTanh> {
 }  // namespace
 
 at::Tensor gelu_tanh(const at::Tensor& x) {
-  if (x.device().is_cpu() && x.scalar_type() == at::kFloat) return GeluTanh::apply(x);
+  if (cpu_fp32(x)) return GeluTanh::apply(x);
   return at::gelu(x, "tanh");
 }
 
