@@ -1,28 +1,56 @@
 #!/usr/bin/env bash
-# One-time setup on Debian 12: installs what is missing from Debian's archive, then configures
-# and builds trainer (Release) into $BUILD_DIR (default: build/). Safe to run again.
+# Set-up on a fresh Debian 12 machine, safe to run again: installs what is missing from Debian's
+# archive, puts a pinned pip `torch` (the CUDA build of LibTorch 2.x) into the project's virtual
+# environment .venv/, then configures and builds trainer (Release) against that LibTorch into
+# $BUILD_DIR (default: build/).
+#
+#   PYTHON=python3 scripts/setup.sh   build against the torch of that Python instead of .venv
+#                                     (a GPU machine's own pip torch; nothing is installed)
+#   WITH_TEST_DEPS=1                  also the Python packages the tests use as references
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
+# Pinned to what the GPU machines this project is checked on run (torch 2.11.0 + CUDA 13.0);
+# PyPI's Linux x86-64 wheel of it is built for CUDA 13.0 and brings NCCL 2.28 and cuBLAS 13.
+TORCH_PIN=torch==2.11.0
+TEST_PINS=(tensorboard==2.20.0 safetensors==0.7.0 numpy==2.3.5)
 
-packages=(cmake g++ ninja-build libtorch-dev libgloo-dev libdnnl-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
-          catch2 libopenblas0-openmp)
-# The test suite also runs trainer under Debian's real torchrun; trainer itself never needs Python.
-if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then packages+=(python3-torch); fi
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
+# Debian packages, where a command or library is missing (the GPU machines have no registry but
+# already have everything this needs).
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v ninja >/dev/null || need+=(ninja-build)
+command -v g++ >/dev/null || need+=(g++)
+if [ -z "${PYTHON:-}" ]; then
+  python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+  # oneDNN's sgemm for the CPU fp32 matmuls (see CMakeLists.txt); optional elsewhere.
+  [ -e /usr/lib/x86_64-linux-gnu/libdnnl.so ] || need+=(libdnnl-dev)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
 
-if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
+if [ -z "${PYTHON:-}" ]; then
+  PYTHON=$PWD/.venv/bin/python
+  [ -x "$PYTHON" ] || python3 -m venv .venv
+  pins=("$TORCH_PIN")
+  if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then pins+=("${TEST_PINS[@]}"); fi
+  # pip answers quickly when everything is already installed at these versions.
+  "$PYTHON" -m pip install -q --disable-pip-version-check "${pins[@]}"
 fi
-# Two jobs: each LibTorch translation unit needs ~1 GB and ~20 s.
+PYTHON=$(command -v "$PYTHON")
+TORCH_PREFIX=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null) \
+  || { echo "setup: $PYTHON has no importable torch" >&2; exit 1; }
+
+# Configuring again is cheap and picks up a changed torch or Python.
+mkdir -p "$BUILD_DIR"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
+  -DTRAINER_PYTHON="$PYTHON" ${CMAKE_ARGS:-} >"$BUILD_DIR/configure.log" 2>&1 \
+  || { cat "$BUILD_DIR/configure.log" >&2; exit 1; }
+grep "^-- trainer:" "$BUILD_DIR/configure.log"
+# Two jobs: each LibTorch translation unit needs ~1 GB and ~25 s.
 cmake --build "$BUILD_DIR" -j "${JOBS:-2}"

@@ -16,6 +16,7 @@ namespace testing {
 
 std::string trainer_bin() { return TRAINER_BIN; }
 std::string source_dir() { return TRAINER_SOURCE_DIR; }
+std::string python() { return TRAINER_PYTHON; }
 
 static std::string quote(const std::string& s) {
   std::string out = "'";

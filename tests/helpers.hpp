@@ -22,6 +22,9 @@ Result run(const std::string& command, int timeout_s = 300);
 Result trainer(const std::vector<std::string>& args, int timeout_s = 300);
 std::string trainer_bin();
 std::string source_dir();
+// The project's Python (.venv, from scripts/setup.sh) with torch and the tests' reference
+// packages: torchrun, TensorBoard's event reader, safetensors.
+std::string python();
 
 // A fresh directory under /tmp removed when the object goes away.
 struct TempDir {

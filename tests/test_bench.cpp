@@ -5,7 +5,7 @@
 
 TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[bench][mp]") {
   testing::TempDir dir;
-  auto r = testing::run("/usr/bin/python3 " + testing::source_dir() + "/bench/bench.py --quick --trainer " +
+  auto r = testing::run(testing::python() + " " + testing::source_dir() + "/bench/bench.py --quick --trainer " +
                         testing::trainer_bin() + " --out " + dir.path, 600);
   INFO(r.output);
   REQUIRE(r.code == 0);
@@ -19,7 +19,7 @@ TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[ben
       "assert all(c[k]['median'] > 0 for c in d['cases'] for k in ('trainer', 'pytorch', 'pytorch_tuned_malloc'));"
       "assert 0 < d['cases'][0]['trainer_mfu'] < 1;"
       "assert all(0 <= b['receive_wait'] <= b['measured'] <= 1 and abs(b['theory'] - (b['pp']-1)/(b['microbatches']+b['pp']-1)) < 1e-12 for b in d['bubble'])";
-  auto valid = testing::run("/usr/bin/python3 -c \"" + check + "\" " + dir.file("results.json"), 30);
+  auto valid = testing::run(testing::python() + " -c \"" + check + "\" " + dir.file("results.json"), 30);
   INFO(valid.output);
   CHECK(valid.code == 0);
   CHECK(testing::read_file(dir.file("results.txt")).find("schedule") != std::string::npos);

@@ -1,13 +1,13 @@
-// trainer under Debian's real torchrun (python3-torch 1.13): standalone, two "nodes" with
-// static and c10d rendezvous, and a restart after a killed worker. Each must reproduce the
-// built-in launcher's losses. Python 3.11 needs -r 9:0 -t 9:0 (see shared/docs/launch-facts.md).
+// trainer under the real torchrun of the project's torch 2.x (.venv): standalone, two "nodes"
+// with static and c10d rendezvous, and a restart after a killed worker. Each must reproduce the
+// built-in launcher's losses.
 #include "dist/launcher.hpp"
 #include "helpers.hpp"
 #include "catch_torch.hpp"
 
 namespace {
 
-const std::string kTorchrun = "/usr/bin/python3 -m torch.distributed.run -r 9:0 -t 9:0";
+const std::string kTorchrun = testing::python() + " -m torch.distributed.run";
 
 std::string train_args(const std::string& dump, const std::string& extra = "") {
   return testing::trainer_bin() + " train " + testing::source_dir() + "/configs/tiny.yaml --set train.steps=6 --dump " +
@@ -31,7 +31,7 @@ std::vector<double> builtin_reference(const testing::TempDir& dir) {
 TEST_CASE("torchrun --standalone with 8 workers at 2x2x2 gives the built-in launcher's losses", "[torchrun][mp]") {
   testing::TempDir dir;
   const auto ref = builtin_reference(dir);
-  auto r = testing::run(kTorchrun + " --standalone --nproc_per_node 8 --no_python " + train_args(dir.file("tr")), 300);
+  auto r = testing::run(kTorchrun + " --standalone --nproc_per_node 8 --no-python " + train_args(dir.file("tr")), 300);
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(losses(dir.file("tr")) == ref);
@@ -48,8 +48,8 @@ TEST_CASE("two torchrun nodes - static and c10d rendezvous - give the same losse
     if (rdzv == "static") node_args = "--nnodes 2 --nproc_per_node 4 --master_addr 127.0.0.1 --master_port " + std::to_string(port);
     else node_args = "--nnodes 2 --nproc_per_node 4 --rdzv_backend c10d --rdzv_id t" + std::to_string(port) +
                      " --rdzv_endpoint 127.0.0.1:" + std::to_string(port);
-    const std::string node0 = kTorchrun + " " + node_args + (rdzv == "static" ? " --node_rank 0" : "") + " --no_python " + train_args(dump);
-    const std::string node1 = kTorchrun + " " + node_args + (rdzv == "static" ? " --node_rank 1" : "") + " --no_python " + train_args(dump);
+    const std::string node0 = kTorchrun + " " + node_args + (rdzv == "static" ? " --node_rank 0" : "") + " --no-python " + train_args(dump);
+    const std::string node1 = kTorchrun + " " + node_args + (rdzv == "static" ? " --node_rank 1" : "") + " --no-python " + train_args(dump);
     testing::write_file(dir.file("two.sh"), node0 + " > " + dir.file("n0.log") + " 2>&1 & a=$!\n" + node1 + " > " +
                         dir.file("n1.log") + " 2>&1 & b=$!\nwait $a; ra=$?; wait $b; rb=$?; echo \"rc=$ra,$rb\"\n");
     auto r = testing::run("sh " + dir.file("two.sh"), 300);
@@ -70,7 +70,7 @@ TEST_CASE("torchrun --max_restarts 1: a killed worker is restarted and the run r
   const int port = trainer::dist::free_port();
   const std::string ckpt = dir.file("ckpt_restart");
   const std::string run = kTorchrun + " --nproc_per_node 2 --max_restarts 1 --monitor_interval 1 --master_port " +
-                          std::to_string(port) + " --no_python " + testing::trainer_bin() + " train " +
+                          std::to_string(port) + " --no-python " + testing::trainer_bin() + " train " +
                           testing::source_dir() + "/configs/tiny.yaml" + common + " --set checkpoint.dir=" + ckpt +
                           " --dump " + dir.file("tr");
   // Kill one worker (the newest process naming our checkpoint dir) once a checkpoint exists.

@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>

@@ -23,7 +23,6 @@
 #include "model/cpu_ops.hpp"
 #include "model/flops.hpp"
 #include "pipeline/schedule.hpp"
-#include "runtime/blas.hpp"
 #include "runtime/device.hpp"
 #include "checkpoint/export.hpp"
 #include "metrics/peak.hpp"
@@ -76,18 +75,6 @@ int cmd_check_config(const std::string& path, const std::vector<std::string>& se
   return 0;
 }
 
-// OpenBLAS falls back to pre-AVX2 kernels on some CPUs: never run several times slow silently.
-// (Only builds without oneDNN do the model's matmuls in OpenBLAS.)
-void warn_if_slow_blas(const Config& cfg, const dist::JobEnv& job) {
-  if (job.rank != 0 || model::onednn_matmuls() || (cfg.runtime.device != "cpu" && runtime::gpu_count() > 0)) return;
-  const std::string better = runtime::better_openblas_core_here();
-  if (better.empty()) return;
-  spdlog::warn("OpenBLAS runs its '{}' kernels, which leave this CPU's AVX2/AVX-512 units (partly) unused: fp32 matmuls are up to "
-               "several times slower than they can be. Start trainer with OPENBLAS_CORETYPE={} (check it first with "
-               "`OPENBLAS_CORETYPE={} trainer bench-peak`); `trainer launch` does it for its workers when the variable is unset.",
-               runtime::openblas_core(), better, better);
-}
-
 // CLI11 reports a mistyped subcommand as "a subcommand is required"; name it instead.
 void refuse_unknown_subcommand(CLI::App& app, int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') return;
@@ -128,7 +115,6 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
   Config cfg = load_config(path, sets);
   validate(cfg, job.world_size);  // before any process group exists
   setup_logging(cfg.logging.level, job, &cfg);
-  warn_if_slow_blas(cfg, job);
   // Bad input found only once training starts (a dataset's contents, a checkpoint of another
   // model) exits 2 like a bad config; anything else that stops the run exits 1.
   try {
@@ -335,11 +321,9 @@ int main(int argc, char** argv) {
     if (*peak) {
       if (peak_threads > 0) at::set_num_threads(peak_threads);
       const auto r = metrics::measure_peak(peak_dtype, peak_size, peak_seconds, peak_device);
-      const char* blas = std::getenv("OPENBLAS_CORETYPE");
       std::cout << peak_dtype << " matmul " << peak_size << "x" << peak_size << ": " << r.tflops
                 << " TFLOP/s with " << at::get_num_threads() << " threads (the model's matmul: "
-                << r.model_tflops << ", LibTorch's at::mm: " << r.libtorch_tflops << " with OPENBLAS_CORETYPE="
-                << (blas ? blas : "unset") << "); max relative error vs float64: " << r.max_rel_error << std::endl;
+                << r.model_tflops << ", LibTorch's at::mm: " << r.libtorch_tflops << "); max relative error vs float64: " << r.max_rel_error << std::endl;
       std::cout << "for MFU of processes with " << at::get_num_threads()
                 << " threads each: --set runtime.peak_tflops=" << r.tflops << std::endl;
       return r.max_rel_error < (peak_dtype == "bf16" ? 5e-2 : 1e-4) ? 0 : 1;

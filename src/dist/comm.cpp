@@ -5,7 +5,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 
 #ifdef TRAINER_WITH_CUDA
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -16,18 +15,10 @@
 
 namespace trainer::dist {
 
-// c10d moved the collective interface from ProcessGroup (1.x) to Backend (2.x); the concrete
-// Gloo/NCCL classes have the same methods in both.
-#if TORCH_VERSION_MAJOR >= 2
-using BackendBase = c10d::Backend;
-#else
-using BackendBase = c10d::ProcessGroup;
-#endif
-
 struct Backend {
-  c10::intrusive_ptr<BackendBase> pg;
+  c10::intrusive_ptr<c10d::Backend> pg;  // ProcessGroupGloo or ProcessGroupNCCL
   c10::Device wire_device = c10::Device(c10::kCPU);  // where its tensors must live
-  bool takes_bf16 = false;  // LibTorch 1.13's Gloo refuses bf16 ("Invalid scalar type")
+  bool takes_bf16 = false;  // NCCL sums bf16 natively; on Gloo bf16 travels as fp32 (see on_wire)
   std::chrono::milliseconds timeout{0};
 };
 
@@ -75,7 +66,7 @@ void timed(Group& g, const char* what, std::int64_t bytes, Fn&& op) {
   g.stats().calls += 1;
 }
 
-BackendBase& pg_of(Group& g) { return *g.backend()->pg; }
+c10d::Backend& pg_of(Group& g) { return *g.backend()->pg; }
 
 std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& master_addr) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))

@@ -1,7 +1,6 @@
 #include "dist/launcher.hpp"
 
 #include "dist/job_env.hpp"
-#include "runtime/blas.hpp"
 
 #include <fcntl.h>
 
@@ -144,53 +143,8 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-namespace {
-
-// Exit code of this binary run with `args` and `env` added, output discarded.
-int run_self(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
-  const std::string exe = self_executable();
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    const int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, STDOUT_FILENO);
-    dup2(devnull, STDERR_FILENO);
-    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(exe.c_str(), argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return code_of(status);
-}
-
-// OpenBLAS reads OPENBLAS_CORETYPE only when a process loads it, so the workers are where its
-// slow-kernel fallback can be fixed: when the variable is unset and this process runs kernels
-// that leave the CPU's AVX2/AVX-512 unused, give the workers the better set, once `bench-peak`
-// has shown that it computes the right numbers (checked against float64).
-void fix_openblas_for_workers(std::map<std::string, std::string>& env) {
-  if (std::getenv("OPENBLAS_CORETYPE") || env.count("OPENBLAS_CORETYPE")) return;
-  const std::string better = runtime::better_openblas_core_here();
-  if (better.empty()) return;
-  const std::string current = runtime::openblas_core();
-  if (run_self({"bench-peak", "--size", "128", "--seconds", "0.05", "--threads", "1"}, {{"OPENBLAS_CORETYPE", better}}) == 0) {
-    env["OPENBLAS_CORETYPE"] = better;
-    std::cout << "[launcher] OpenBLAS picked its '" << current << "' kernels on this CPU; workers run with "
-              << "OPENBLAS_CORETYPE=" << better << " (numerics checked against float64)" << std::endl;
-  } else {
-    std::cout << "[launcher] warning: OpenBLAS runs its slow '" << current << "' kernels and OPENBLAS_CORETYPE="
-              << better << " failed its numerics check; matmuls will be several times slower" << std::endl;
-  }
-}
-
-}  // namespace
-
 int launch_local(const LaunchOptions& given) {
   LaunchOptions opts = given;
-  fix_openblas_for_workers(opts.env);
   if (opts.nproc < 1) throw JobEnvError("--nproc " + std::to_string(opts.nproc) + ": must be 1 or more");
   const StoreDir store;
   struct sigaction sa {};

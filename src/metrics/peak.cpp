@@ -18,7 +18,7 @@ at::Tensor libtorch_mm(const at::Tensor& a, const at::Tensor& b) { return at::mm
 at::Tensor model_mm(const at::Tensor& a, const at::Tensor& b) { return model::matmul(a, b); }
 
 // Largest error of `product` on a 256x256 problem, relative to the largest exact entry: a wrong
-// BLAS kernel (e.g. a forced OPENBLAS_CORETYPE) must not go unnoticed.
+// BLAS kernel must not go unnoticed.
 double relative_error(Product product, const c10::Device& device, at::ScalarType type) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
   at::Tensor a = at::randn({256, 256}, gen, at::kDouble), b = at::randn({256, 256}, gen, at::kDouble);

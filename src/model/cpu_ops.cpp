@@ -4,9 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
-#ifdef TRAINER_WITH_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
-#endif
+#include <dlfcn.h>
 
 #include <stdexcept>
 #include <string>
@@ -18,21 +16,32 @@ using torch::autograd::AutogradContext;
 using torch::autograd::Function;
 using torch::autograd::variable_list;
 
-bool onednn_matmuls() {
-#ifdef TRAINER_WITH_ONEDNN
-  return true;
-#else
-  return false;
-#endif
+namespace {
+
+// oneDNN's row-major sgemm: C = alpha·op(A)·op(B) + beta·C (status 0 = success). A stable C
+// function since oneDNN 1.0, taken from Debian's libdnnl at run time (see sgemm()).
+using Sgemm = int (*)(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                      int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The copy of oneDNN inside libtorch_cpu is hidden, but LibTorch exports some of its template
+// instances (std::vector<dnnl::impl::...>); linked normally, Debian's libdnnl would bind to
+// those and fail ("unimplemented"). RTLD_DEEPBIND makes it use its own. Null when absent.
+Sgemm sgemm() {
+  static const Sgemm fn = [] {
+    void* lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    return lib ? reinterpret_cast<Sgemm>(dlsym(lib, "dnnl_sgemm")) : nullptr;
+  }();
+  return fn;
 }
 
-namespace {
 bool cpu_fp32(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; }
+
 }  // namespace
+
+bool onednn_matmuls() { return sgemm() != nullptr; }
 
 bool uses_onednn(const at::Tensor& t) { return onednn_matmuls() && cpu_fp32(t); }
 
-#ifdef TRAINER_WITH_ONEDNN
 namespace {
 
 // One operand of a row-major product: the matrix in the last two dims of `t`, read as stored
@@ -79,10 +88,10 @@ at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in, float alpha = 1.
   const float* pa = a.t.data_ptr<float>();
   const float* pb = b.t.data_ptr<float>();
   float* pc = c.data_ptr<float>();
+  const Sgemm fn = sgemm();
   auto product = [&](int64_t i) {
-    const dnnl_status_t s = dnnl_sgemm(a.trans, b.trans, M, N, K, alpha, pa + oa[i], a.ld, pb + ob[i],
-                                       b.ld, 0.0f, pc + i * M * N, N);
-    if (s != dnnl_success) throw std::runtime_error("oneDNN sgemm failed with status " + std::to_string(s));
+    const int s = fn(a.trans, b.trans, M, N, K, alpha, pa + oa[i], a.ld, pb + ob[i], b.ld, 0.0f, pc + i * M * N, N);
+    if (s != 0) throw std::runtime_error("oneDNN sgemm failed with status " + std::to_string(s));
   };
   const auto count = static_cast<int64_t>(oa.size());
   if (count == 1) {
@@ -138,7 +147,6 @@ struct Matmul : Function<Matmul> {
 };
 
 }  // namespace
-#endif
 
 namespace {
 
@@ -170,19 +178,15 @@ at::Tensor gelu_tanh(const at::Tensor& x) {
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-#ifdef TRAINER_WITH_ONEDNN
   if (uses_onednn(x)) {
     at::Tensor y = Linear::apply(x, w);
     return b.defined() ? y.add_(b) : y;
   }
-#endif
   return at::linear(x, w, b);
 }
 
 at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, double scale) {
-#ifdef TRAINER_WITH_ONEDNN
   if (uses_onednn(a)) return Matmul::apply(a, b, scale);
-#endif
   at::Tensor c = at::matmul(a, b);
   return scale == 1.0 ? c : c.mul_(scale);
 }

@@ -1,13 +1,11 @@
 // The model's heavy operations, routed on the CPU in fp32 to faster implementations than
-// LibTorch 1.13's defaults (measured on this 2-core machine):
-// - matrix products run in oneDNN's sgemm when the build has oneDNN (Debian's LibTorch already
-//   loads it): 300-420 GFLOP/s on every shape of the benchmark models, where LibTorch's path
-//   (OpenBLAS under the OPENBLAS_CORETYPE this machine's environment forces) does 100-115 on the
-//   tiny model's shapes and ~200 on large ones, and its batched matmul runs one product at a
-//   time on one thread;
+// LibTorch's defaults (measured in docs: README "Benchmark"):
+// - matrix products run in oneDNN's sgemm, loaded at run time from Debian's libdnnl.so.2 when
+//   it is installed: on this machine's AMD CPU about twice LibTorch's MKL matmul on every shape
+//   of the benchmark models, and batched products run one per thread;
 // - tanh-GELU is computed through its exact sigmoid form, 0.5(1 + tanh z) = sigmoid(2z): the
 //   vectorised exp behind sigmoid is ~5x faster than the tanh behind at::gelu.
-// On a GPU, in bf16, or in a build without oneDNN they are LibTorch's own ops.
+// On a GPU, in bf16, or without libdnnl they are LibTorch's own ops.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -24,7 +22,7 @@ at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, double scale = 1.0);
 // GELU with the tanh approximation: at::gelu(x, "tanh").
 at::Tensor gelu_tanh(const at::Tensor& x);
 
-// Whether this build runs the CPU fp32 matmuls in oneDNN.
+// Whether this process runs the CPU fp32 matmuls in oneDNN (libdnnl.so.2 could be loaded).
 bool onednn_matmuls();
 
 // Whether linear/matmul on tensors like `t` run in oneDNN.
