@@ -10,7 +10,7 @@ pipeline bubble of 1F1B and GPipe at pp 2 and 4 against (p-1)/(m+p-1); the matmu
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PY = "/usr/bin/python3"
+PY = sys.executable  # the project's .venv (scripts/bench.sh): its torch is the PyTorch side
 
 
 def run(cmd, env=None):
@@ -58,7 +58,7 @@ def pytorch_run(model, batch, steps, threads, nproc, env=None):
     cmd = [PY, os.path.join(ROOT, "bench/pytorch_gpt.py"), "--config", json.dumps(model), "--batch", str(batch),
            "--steps", str(steps), "--threads", str(threads)]
     if nproc > 1:
-        cmd = [PY, "-m", "torch.distributed.run", "-r", "9:0", "-t", "9:0", "--nproc_per_node", str(nproc),
+        cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
                "--master_port", str(29700 + os.getpid() % 200)] + cmd[1:]
     line = [l for l in run(cmd, env).splitlines() if l.startswith("{")][-1]
     res = json.loads(line)
@@ -98,7 +98,7 @@ def main():
             out = run([ARGS.trainer, "bench-peak", "--dtype", dtype, "--size", "1024" if ARGS.quick else "2048",
                        "--seconds", "1" if ARGS.quick else "3", "--threads", str(cores)])
             peaks[dtype].append({"model": float(out.split("the model's matmul: ")[1].split(",")[0]),
-                                 "libtorch": float(out.split("LibTorch's at::mm: ")[1].split(" ")[0])})
+                                 "libtorch": float(out.split("LibTorch's at::mm: ")[1].split(")")[0])})
 
     def best_peaks():
         engines = {d: {e: max(p[e] for p in runs) for e in ("model", "libtorch")} for d, runs in peaks.items()}

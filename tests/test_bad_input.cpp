@@ -93,7 +93,7 @@ TEST_CASE("bad input everywhere: a table of cases, each a clear error in time", 
       {"RANK without WORLD_SIZE", "env RANK=0 " + run1, 2, {"WORLD_SIZE"}},
       {"MASTER_PORT out of range", "env RANK=0 WORLD_SIZE=1 MASTER_PORT=70000 " + run1, 2, {"MASTER_PORT", "70000"}},
       {"Slurm node without tasks", "env SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_NODEID=3 SLURM_STEP_TASKS_PER_NODE=2 " + run1, 2, {"tasks-per-node", "node 3"}},
-      {"MASTER_PORT taken", "/usr/bin/python3 -c \"import socket,subprocess,sys; s=socket.socket(); s.bind(('127.0.0.1'," + port +
+      {"MASTER_PORT taken", testing::python() + " -c \"import socket,subprocess,sys; s=socket.socket(); s.bind(('127.0.0.1'," + port +
            ")); s.listen(); sys.exit(subprocess.call(sys.argv[1], shell=True))\" 'env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
            port + " {T} train {C} --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1 --set runtime.collective_timeout_s=5'",
        1, {"cannot join the job store at 127.0.0.1:" + port}, 20},

@@ -209,6 +209,25 @@ TEST_CASE("export writes Hugging Face GPT-2 tensors that an independent reader p
   CHECK(at::equal(c_attn.narrow(1, 64 + 2 * d, d).t(), qkv.narrow(0, 2 * 3 * d + d, d)));  // k of head 2
   CHECK(at::equal(as_tensor(st.at("transformer.h.0.mlp.c_fc.weight")), full.at("layers.0.mlp.fc1.weight").t()));
   CHECK(at::equal(as_tensor(st.at("transformer.h.3.mlp.c_proj.bias")), full.at("layers.3.mlp.fc2.bias")));
+
+  // The real library (PyPI safetensors) loads every tensor, and its own writer's copy parses
+  // back to the same names, shapes and bits.
+  const std::string copy = dir.file("resaved.safetensors");
+  auto real = testing::run(testing::python() + " -c \"import sys; from safetensors.torch import load_file, save_file; "
+                           "t = load_file(sys.argv[1]); save_file(t, sys.argv[2]); "
+                           "print('tensors', len(t), 'dtypes', sorted({str(v.dtype) for v in t.values()}))\" " +
+                           dir.file("model.safetensors") + " " + copy, 120);
+  INFO(real.output);
+  REQUIRE(real.code == 0);
+  CHECK(real.output.find("tensors " + std::to_string(st.size()) + " dtypes ['torch.float32']") != std::string::npos);
+  const auto resaved = read_safetensors(copy);
+  REQUIRE(resaved.size() == st.size());
+  for (const auto& [name, t] : st) {
+    INFO(name);
+    REQUIRE(resaved.count(name));
+    CHECK(resaved.at(name).shape == t.shape);
+    CHECK(resaved.at(name).values == t.values);
+  }
 }
 
 TEST_CASE("generate samples from a checkpoint deterministically", "[checkpoint][generate][mp]") {

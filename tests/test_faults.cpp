@@ -97,14 +97,9 @@ bool loopback(const std::string& hex) {
   return v4 || mapped || hex == "00000000000000000000000001000000";
 }
 
-// `trainer launch --nproc 2` training the tiny model at dp=2 until stopped, output to `log`,
-// in a process group of its own: whatever a test checks, the guard below ends it all.
-pid_t start_launcher(const testing::TempDir& dir, const std::string& log) {
-  const std::string command = "exec " + testing::trainer_bin() + " launch --nproc 2 -- train " + testing::source_dir() +
-                              "/configs/tiny.yaml --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1"
-                              " --set train.steps=100000 --set logging.interval=1 --set runtime.collective_timeout_s=8"
-                              " --set checkpoint.dir=" +
-                              dir.file("ckpt") + " > " + log + " 2>&1";
+// Runs a shell command in a process group of its own: whatever a test checks, the guard below
+// ends it all.
+pid_t start_group(const std::string& command) {
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
@@ -112,6 +107,14 @@ pid_t start_launcher(const testing::TempDir& dir, const std::string& log) {
     _exit(127);
   }
   return pid;
+}
+
+// `trainer launch --nproc 2` training the tiny model at dp=2 until stopped, output to `log`.
+pid_t start_launcher(const testing::TempDir& dir, const std::string& log) {
+  return start_group("exec " + testing::trainer_bin() + " launch --nproc 2 -- train " + testing::source_dir() +
+                     "/configs/tiny.yaml --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1"
+                     " --set train.steps=100000 --set logging.interval=1 --set runtime.collective_timeout_s=8"
+                     " --set checkpoint.dir=" + dir.file("ckpt") + " > " + log + " 2>&1");
 }
 
 struct KillGroupOnExit {
@@ -151,21 +154,52 @@ TEST_CASE("under trainer launch nothing listens beyond 127.0.0.1 and SIGTERM lea
   REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
   const auto pids = processes_with(dir.file("ckpt"));
   CHECK(pids.size() == 3);  // the launcher and two workers
-  size_t sockets = 0, listening = 0;
-  for (pid_t pid : pids)
+  size_t sockets = 0;
+  for (pid_t pid : pids) {
+    size_t listening = 0;
     for (const auto& socket : tcp_sockets(pid)) {
       INFO("pid " << pid << " has a socket on " << socket.local << " in state " << socket.state);
       CHECK(loopback(socket.local));
       ++sockets;
       listening += socket.state == "0A";
     }
+    // The store is a file; what listens is Gloo's one listener per worker (LibTorch 2.x keeps
+    // it open for the process's life), on 127.0.0.1.
+    CHECK(listening <= 1);
+  }
   CHECK(sockets >= 2);  // Gloo's connections between the workers: the scan does see sockets
-  CHECK(listening == 0);  // the store is a file, and Gloo closes its listeners once connected
   kill(launcher, SIGTERM);
   const int code = wait_exit(launcher, 60);
   INFO(testing::read_file(dir.file("log")));
   CHECK(code == 0);  // checkpoint, then exit 0
   CHECK(processes_with(dir.file("ckpt")).empty());
+}
+
+TEST_CASE("rank 0's store listens on MASTER_ADDR only - under a manual launch", "[faults][mp]") {
+  testing::TempDir dir;
+  const std::string port = std::to_string(trainer::dist::free_port());
+  auto rank = [&](int r) {
+    return "env RANK=" + std::to_string(r) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " +
+           testing::trainer_bin() + " train " + testing::source_dir() + "/configs/tiny.yaml" +
+           " --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1 --set train.steps=100000" +
+           " --set logging.interval=1 --set checkpoint.dir= --set logging.dir=" + dir.file("r" + std::to_string(r)) +
+           " > " + dir.file("r" + std::to_string(r) + ".log") + " 2>&1";
+  };
+  const pid_t group = start_group(rank(0) + " & " + rank(1) + " & wait");
+  const KillGroupOnExit guard{group};
+  REQUIRE(wait_for_text(dir.file("r0.log"), "step 2/", 90));
+  std::vector<pid_t> rank0;  // the trainer process itself, not the shell that started it
+  for (pid_t pid : processes_with("logging.dir=" + dir.file("r0")))
+    if (testing::read_file("/proc/" + std::to_string(pid) + "/cmdline").rfind(testing::trainer_bin(), 0) == 0)
+      rank0.push_back(pid);
+  REQUIRE(rank0.size() == 1);
+  size_t listening = 0;
+  for (const auto& socket : tcp_sockets(rank0[0])) {
+    INFO("rank 0 has a socket on " << socket.local << " in state " << socket.state);
+    CHECK(loopback(socket.local));  // not 0.0.0.0 / :: (every interface)
+    listening += socket.state == "0A";
+  }
+  CHECK(listening >= 1);  // the store, which serves the job for its whole life
 }
 
 TEST_CASE("a worker killed under trainer launch ends the job within the timeout and leaves no process", "[faults][mp]") {
@@ -211,7 +245,7 @@ TEST_CASE("a taken MASTER_PORT and a store nobody serves are clear errors within
   const std::string layout = " --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1 --set runtime.collective_timeout_s=5";
   // Rank 0 must serve the store, but something else already listens on the port.
   const int port = trainer::dist::free_port();
-  auto taken = testing::run("/usr/bin/python3 -c \"import socket,subprocess,sys; s=socket.socket(); "
+  auto taken = testing::run(testing::python() + " -c \"import socket,subprocess,sys; s=socket.socket(); "
                             "s.bind(('127.0.0.1'," + std::to_string(port) + ")); s.listen(); "
                             "sys.exit(subprocess.call(sys.argv[1], shell=True))\" 'env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
                             std::to_string(port) + " " + testing::trainer_bin() + " train " + cfg + layout + "'", 60);

@@ -326,6 +326,31 @@ TEST_CASE("a run's metrics.jsonl and TensorBoard scalars agree step by step", "[
       CHECK(by_step.at(step) == Approx(std::stod(records[step - 1].at(key))).epsilon(1e-6));
     }
   }
+
+  // TensorBoard's own reader (PyPI tensorboard: EventAccumulator, which checks the record CRCs)
+  // finds the same scalars at the same steps as metrics.jsonl.
+  const std::string check = R"py(
+import json, math, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+logs, keys = sys.argv[1], sys.argv[2].split(",")
+events = EventAccumulator(logs, size_guidance={"scalars": 0})
+events.Reload()
+records = [json.loads(line) for line in open(logs + "/metrics.jsonl")]
+for key in keys:
+    got = [(e.step, e.value) for e in events.Scalars("train/" + key)]
+    want = [(r["step"], r[key]) for r in records]
+    assert [s for s, _ in got] == [s for s, _ in want], (key, got, want)
+    assert all(math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-12) for (_, g), (_, w) in zip(got, want)), (key, got, want)
+print("tensorboard read", len(keys), "scalars at", len(records), "steps")
+)py";
+  testing::write_file(dir.file("check_tb.py"), check);
+  std::string keys;
+  for (const char* key : kTrainFigures) keys += (keys.empty() ? "" : ",") + std::string(key);
+  auto real = testing::run(testing::python() + " " + dir.file("check_tb.py") + " " + logs + " " + keys, 120);
+  INFO(real.output);
+  CHECK(real.code == 0);
+  CHECK(real.output.find("tensorboard read " + std::to_string(std::size(kTrainFigures)) + " scalars at 4 steps") !=
+        std::string::npos);
 }
 
 TEST_CASE("StepLogger writes non-finite figures as null (NaN in TensorBoard) and eval records", "[metrics][mp]") {

@@ -10,8 +10,18 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
+
+#include <spdlog/spdlog.h>
 
 namespace trainer::dist {
 
@@ -76,10 +86,48 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(const std::string& mas
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// A listening socket on MASTER_ADDR:MASTER_PORT for rank 0's TCPStore, which takes it over
+// (TCPStoreOptions::masterListenFd); left to itself the store would listen on every interface.
+// A MASTER_ADDR that resolves to a loopback address is bound only when the job is on one node:
+// on Debian the host's own name maps to 127.0.1.1 in /etc/hosts, and a multi-node job whose
+// store listened there would be unreachable from the other nodes. -1: listen everywhere.
+int store_listener(const JobEnv& job) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(job.master_addr.c_str(), nullptr, &hints, &found) != 0 || !found)
+    throw std::runtime_error("cannot resolve MASTER_ADDR '" + job.master_addr + "'");
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owner(found, freeaddrinfo);
+  sockaddr_storage addr{};
+  std::memcpy(&addr, found->ai_addr, found->ai_addrlen);
+  const bool v4 = found->ai_family == AF_INET;
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  const bool loopback = v4 ? (ntohl(in4->sin_addr.s_addr) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+  const bool one_node = job.world_size == job.local_world_size;
+  if (loopback && !one_node) {
+    spdlog::warn("MASTER_ADDR '{}' resolves to a loopback address on rank 0 in a multi-node job: the store listens "
+                 "on every interface so that the other nodes can reach it", job.master_addr);
+    return -1;
+  }
+  const auto port = htons(static_cast<std::uint16_t>(job.master_port));
+  if (v4) in4->sin_port = port;
+  else in6->sin6_port = port;
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), found->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("cannot listen on " + job.master_addr + ":" + std::to_string(job.master_port) + ": " + why);
+  }
+  return fd;
+}
+
 // The key-value store the process groups rendezvous through. A file (the built-in launcher's
 // choice: one node, nothing listening), torchrun's agent store, or a TCPStore that rank 0
-// serves. LibTorch 1.13's TCPStore server listens on every interface; there is no option to
-// bind it to MASTER_ADDR.
+// serves on MASTER_ADDR.
 c10::intrusive_ptr<c10d::Store> open_store(const JobEnv& job, std::chrono::milliseconds timeout) {
   if (!job.store_file.empty()) {
     auto store = c10::make_intrusive<c10d::FileStore>(job.store_file, job.world_size);
@@ -94,6 +142,10 @@ c10::intrusive_ptr<c10d::Store> open_store(const JobEnv& job, std::chrono::milli
   } else {
     opts.isServer = job.rank == 0;
     opts.numWorkers = static_cast<std::size_t>(job.world_size);
+    if (opts.isServer) {
+      const int fd = store_listener(job);
+      if (fd >= 0) opts.masterListenFd = fd;
+    }
   }
   return c10::make_intrusive<c10d::TCPStore>(job.master_addr, opts);
 }
