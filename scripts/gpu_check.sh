@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The GPU check, unattended, in one go (about 8 minutes on one H200): configure and build
-# against the CUDA LibTorch inside the pip `torch` of python3, run the GPU tests, then measure
-# throughput of a ~1B Llama-style model and GPT-2 124M at bf16 (tokens/s, MFU against the
-# measured bf16 matmul peak, GPU memory). Needs python3 with a CUDA torch, CMake, ninja and a
-# C++17 compiler; no network (yaml-cpp, spdlog, fmt, CLI11 and Catch2 come from third_party/).
+# The GPU check, unattended, in one go (about 8 minutes on one H200): build exactly as
+# scripts/setup.sh does, against the CUDA LibTorch inside the pip `torch` of $PYTHON (default:
+# the machine's python3; nothing is installed), run the GPU tests, then measure throughput of a
+# ~1B Llama-style model and GPT-2 124M at bf16 (tokens/s, MFU against the measured bf16 matmul
+# peak, GPU memory). Needs CMake, ninja and a C++17 compiler; no network (yaml-cpp, spdlog, fmt,
+# CLI11, Catch2 and the Gloo headers come from third_party/).
 #
 #   scripts/gpu_check.sh OUT_DIR     -> OUT_DIR/gpu_check.log, OUT_DIR/gpu_check.json
 set -uo pipefail
@@ -25,12 +26,9 @@ stage() {  # stage NAME TIMEOUT_S COMMAND...: run with a limit, record the outco
 }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
-TORCH_PREFIX=$($PY -c 'import torch; print(torch.utils.cmake_prefix_path)')
 $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
 
-stage configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DTRAINER_VENDORED_DEPS=ON
-stage build 300 ninja -C "$BUILD" -j "$(nproc)" trainer trainer_tests
+stage build 420 env PYTHON="$PY" BUILD_DIR="$BUILD" JOBS="$(nproc)" scripts/setup.sh
 T="$BUILD/trainer"
 stage gpu_tests 180 "$BUILD/trainer_tests" "[gpu]"
 stage cpu_equivalence 120 "$BUILD/trainer_tests" "every layout trains exactly like 1x1x1 (fp32 - 10 steps)"

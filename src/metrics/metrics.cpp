@@ -101,7 +101,7 @@ void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t o
 void StepLogger::memory_after_first_step() {
   const auto peak = from_every_rank(comm_, peak_rss_mb());
   if (comm_.rank() == 0)
-    spdlog::info("peak memory per rank after the first step (MB, RSS incl. ~150 MB of LibTorch): {}", joined(peak, 1, "{:.0f}"));
+    spdlog::info("peak memory per rank after the first step (MB, RSS incl. ~360 MB of the CUDA LibTorch's libraries): {}", joined(peak, 1, "{:.0f}"));
   if (!comm_.device().is_cuda()) return;
   const auto gpu = runtime::device_memory(comm_.device());
   const auto allocated = from_every_rank(comm_, gpu.allocated_peak_mb);
