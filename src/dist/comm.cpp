@@ -353,11 +353,18 @@ at::Tensor all_gather(Group& g, const at::Tensor& local, int64_t dim) {
 
 at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim) {
   if (g.size() <= 1) return full;
-  // Gloo in LibTorch has no reduce_scatter: all-reduce, then keep our slice. Same numbers,
-  // twice the traffic; NCCL builds use the real collective.
-  at::Tensor sum = full.contiguous().clone();
-  all_reduce(g, sum);
-  return sum.chunk(g.size(), dim)[g.index()].contiguous();
+  // The collective splits its input into equal slices along dim 0: bring `dim` to the front.
+  at::Tensor in = on_wire(g, full.movedim(dim, 0).contiguous());
+  std::vector<int64_t> shape = in.sizes().vec();
+  shape[0] /= g.size();
+  at::Tensor out = at::empty(shape, in.options());
+  start(g, "reduce_scatter", nbytes(in), timeout_of(g), [&] {
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = timeout_of(g);
+    return pg_of(g)._reduce_scatter_base(out, in, o);
+  }).wait();
+  return out.movedim(0, dim).to(full.device(), full.scalar_type()).contiguous();
 }
 
 void broadcast(Group& g, at::Tensor& t, int root_index) {
