@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "dist/launcher.hpp"
+#include "distributed/launcher.hpp"
 
 namespace testing {
 
@@ -103,11 +103,11 @@ int run_worker(const std::string& name) {
 }
 
 int launch_workers(const std::string& name, int nproc, const std::map<std::string, std::string>& env) {
-  trainer::dist::LaunchOptions o;
+  trainer::distributed::LaunchOptions o;
   o.nproc = nproc;
   o.env = env;
   o.env["TRAINER_TEST_WORKER"] = name;
-  return trainer::dist::launch_local(o);
+  return trainer::distributed::launch_local(o);
 }
 
 std::string env_or(const char* key, const std::string& fallback) {

@@ -29,12 +29,12 @@ std::string rank_base(const std::string& dir, int rank) { return dir + "/rank" +
 
 // Parameters and, for each parameter, the part of its moments inside this rank's optimizer shard.
 std::vector<Piece> state_pieces(const std::vector<model::Param>& params, optim::AdamW& optimizer,
-                                dist::DataParallel& dp) {
+                                data_parallel::DataParallel& dp) {
   std::vector<Piece> pieces = param_pieces(params, false);
   auto& buckets = dp.buckets();
   for (size_t i = 0; i < buckets.size(); ++i) {
     const auto& b = buckets[i];
-    dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+    data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
       const int64_t at = begin - b.shard_begin, first = begin - s.offset;
       pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg", first, first + n,
                                    optimizer.exp_avg()[i].narrow(0, at, n)));
@@ -83,8 +83,8 @@ void remove_partial_saves(const std::string& root) {
     if (entry.is_directory() && entry.path().extension() == ".tmp") fs::remove_all(entry.path());
 }
 
-std::string save(const Config& cfg, dist::Comm& comm, const std::vector<model::Param>& params,
-                 optim::AdamW& optimizer, dist::DataParallel& dp, const TrainState& state) {
+std::string save(const Config& cfg, distributed::Comm& comm, const std::vector<model::Param>& params,
+                 optim::AdamW& optimizer, data_parallel::DataParallel& dp, const TrainState& state) {
   const std::string root = cfg.checkpoint.dir;
   const std::string final_dir = root + "/" + step_name(state.step);
   const std::string tmp_dir = final_dir + ".tmp";
@@ -93,9 +93,9 @@ std::string save(const Config& cfg, dist::Comm& comm, const std::vector<model::P
     fs::remove_all(tmp_dir);
     fs::create_directories(tmp_dir);
   }
-  dist::barrier(comm.world());
+  distributed::barrier(comm.world());
   write_pieces(rank_base(tmp_dir, comm.rank()), state_pieces(params, optimizer, dp));
-  dist::barrier(comm.world());  // every shard is on disk
+  distributed::barrier(comm.world());  // every shard is on disk
   if (comm.rank() == 0) {
     std::ostringstream meta;
     meta << "step: " << state.step << "\nskipped: " << state.skipped << "\nconsumed_samples: "
@@ -118,7 +118,7 @@ std::string save(const Config& cfg, dist::Comm& comm, const std::vector<model::P
     std::sort(steps.begin(), steps.end());
     for (size_t i = 0; i + cfg.checkpoint.keep_last < steps.size(); ++i) fs::remove_all(steps[i]);
   }
-  dist::barrier(comm.world());
+  distributed::barrier(comm.world());
   return final_dir;
 }
 
@@ -158,7 +158,7 @@ void load_params(const std::string& dir, const Config& cfg, std::vector<model::P
 }
 
 TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
-                optim::AdamW& optimizer, dist::DataParallel& dp) {
+                optim::AdamW& optimizer, data_parallel::DataParallel& dp) {
   YAML::Node meta;
   try {
     meta = YAML::LoadFile(dir + "/meta.yaml");
@@ -174,7 +174,7 @@ TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Pa
   auto& buckets = dp.buckets();
   for (size_t i = 0; i < buckets.size(); ++i) {
     const auto& b = buckets[i];
-    dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+    data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
       const int64_t at = begin - b.shard_begin, first = begin - s.offset;
       const std::string& name = s.param->info.name;
       optimizer.exp_avg()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg", *s.param).narrow(0, first, n));

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dist/comm.hpp"
-#include "dist/data_parallel.hpp"
+#include "distributed/comm.hpp"
+#include "data_parallel/data_parallel.hpp"
 #include "model/params.hpp"
 #include "optim/adamw.hpp"
 
@@ -37,13 +37,13 @@ struct TrainState {
 std::optional<std::string> latest(const std::string& root);
 
 // Saves (all ranks call it). Returns the directory written.
-std::string save(const Config& cfg, dist::Comm& comm, const std::vector<model::Param>& params,
-                 optim::AdamW& optimizer, dist::DataParallel& dp, const TrainState& state);
+std::string save(const Config& cfg, distributed::Comm& comm, const std::vector<model::Param>& params,
+                 optim::AdamW& optimizer, data_parallel::DataParallel& dp, const TrainState& state);
 
 // Loads `dir` into this rank's parameters and optimizer shard; the saved model must have the
 // same architecture (the parallel layout may differ). All ranks call it.
 TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
-                optim::AdamW& optimizer, dist::DataParallel& dp);
+                optim::AdamW& optimizer, data_parallel::DataParallel& dp);
 
 // Loads only the parameters (e.g. for generation or export at another layout).
 void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params);

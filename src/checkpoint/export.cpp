@@ -15,7 +15,7 @@ namespace trainer::checkpoint {
 namespace {
 
 bool gpt2_style(const ModelConfig& m) {
-  return m.positions == "learned" && m.norm == "layernorm" && m.mlp == "gelu" && m.bias && m.tied_embeddings;
+  return m.positions == Positions::Learned && m.norm == Norm::LayerNorm && m.mlp == Mlp::Gelu && m.bias && m.tied_embeddings;
 }
 
 // trainer stores QKV rows per head ([head][q|k|v][d]); others expect [q|k|v][head][d].

@@ -17,12 +17,13 @@
 
 #include "config/config.hpp"
 #include "data/prepare.hpp"
-#include "dist/grid.hpp"
-#include "dist/job_env.hpp"
-#include "dist/launcher.hpp"
-#include "model/cpu_ops.hpp"
+#include "distributed/comm.hpp"
+#include "distributed/grid.hpp"
+#include "distributed/job_env.hpp"
+#include "distributed/launcher.hpp"
+#include "ops/cpu_ops.hpp"
 #include "model/flops.hpp"
-#include "pipeline/schedule.hpp"
+#include "pipeline_parallel/schedule.hpp"
 #include "runtime/device.hpp"
 #include "checkpoint/export.hpp"
 #include "metrics/peak.hpp"
@@ -34,24 +35,24 @@ namespace {
 
 constexpr int kExitBadInput = 2;
 
-void setup_logging(const std::string& level, const dist::JobEnv& job, const Config* cfg) {
+void setup_logging(LogLevel level, const distributed::JobEnv& job, const Config* cfg) {
   std::string where = "rank " + std::to_string(job.rank);
   if (cfg) {
     const auto& p = cfg->parallel;
     if (p.dp > 0 && p.pp > 0 && p.tp > 0 && world_size_of(p) == job.world_size) {
-      auto c = dist::Grid(p.dp, p.pp, p.tp).coord_of(job.rank);
+      auto c = distributed::Grid(p.dp, p.pp, p.tp).coord_of(job.rank);
       where += " dp" + std::to_string(c.dp) + " pp" + std::to_string(c.pp) + " tp" + std::to_string(c.tp);
     }
   }
   spdlog::set_pattern("[%H:%M:%S] [" + where + "] %^%l%$: %v");
-  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::set_level(spdlog::level::from_str(name_of(level)));
 }
 
 void print_derived(const Config& cfg) {
   const auto& p = cfg.parallel;
-  const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
+  const int v = virtual_stages_in_effect(p);
   const int m = num_microbatches(cfg);
-  auto ranges = pipeline::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
+  auto ranges = pipeline_parallel::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
   std::ostringstream layers;
   for (size_t i = 0; i < ranges.size(); ++i)
     layers << (i ? ", " : "") << ranges[i].second - ranges[i].first;
@@ -64,7 +65,7 @@ void print_derived(const Config& cfg) {
             << "  global_batch_size: " << cfg.train.global_batch_size << "\n"
             << "  tokens_per_step: " << static_cast<long long>(cfg.train.global_batch_size) * cfg.model.seq_len << "\n"
             << "  flops_per_token: " << model::flops_per_token(cfg.model) << "\n"
-            << "  theoretical_bubble: " << pipeline::theoretical_bubble(p.pp, m, v) << "\n";
+            << "  theoretical_bubble: " << pipeline_parallel::theoretical_bubble(p.pp, m, v) << "\n";
 }
 
 int cmd_check_config(const std::string& path, const std::vector<std::string>& sets, int world) {
@@ -100,18 +101,18 @@ struct RendezvousFlags {
   std::string master_addr;
 };
 
-dist::JobEnv job_from(const RendezvousFlags& f) {
-  auto env = dist::current_environment();
+distributed::JobEnv job_from(const RendezvousFlags& f) {
+  auto env = distributed::current_environment();
   if (f.rank >= 0) env["RANK"] = std::to_string(f.rank);
   if (f.world_size >= 0) env["WORLD_SIZE"] = std::to_string(f.world_size);
   if (!f.master_addr.empty()) env["MASTER_ADDR"] = f.master_addr;
   if (f.master_port >= 0) env["MASTER_PORT"] = std::to_string(f.master_port);
-  return dist::detect_job_env(env);
+  return distributed::detect_job_env(env);
 }
 
 int cmd_train(const std::string& path, const std::vector<std::string>& sets, const RendezvousFlags& rdzv,
               const TrainOptions& opts) {
-  const dist::JobEnv job = job_from(rdzv);
+  const distributed::JobEnv job = job_from(rdzv);
   Config cfg = load_config(path, sets);
   validate(cfg, job.world_size);  // before any process group exists
   setup_logging(cfg.logging.level, job, &cfg);
@@ -164,7 +165,7 @@ int cmd_verify(const std::string& path, std::vector<std::string> sets, const std
   std::vector<std::vector<double>> losses;
   for (auto& l : list) {
     const std::string name = std::to_string(l[0]) + "x" + std::to_string(l[1]) + "x" + std::to_string(l[2]);
-    dist::LaunchOptions o;
+    distributed::LaunchOptions o;
     o.nproc = l[0] * l[1] * l[2];
     o.args = {"train", path, "--dump", root + "/" + name};
     for (const auto& s : sets) o.args.insert(o.args.end(), {"--set", s});
@@ -172,7 +173,7 @@ int cmd_verify(const std::string& path, std::vector<std::string> sets, const std
                           "parallel.tp=" + std::to_string(l[2]), std::string("logging.interval=1000000")})
       o.args.insert(o.args.end(), {"--set", s});
     std::cout << "verify: running " << name << " (" << o.nproc << " processes)" << std::endl;
-    if (int rc = dist::launch_local(o); rc != 0) {
+    if (int rc = distributed::launch_local(o); rc != 0) {
       std::cerr << "verify: layout " << name << " failed with exit code " << rc << "\n";
       return rc;
     }
@@ -223,6 +224,11 @@ void keep_freed_memory() {
 int main(int argc, char** argv) {
   keep_freed_memory();
   CLI::App app{"trainer: 3D-parallel (DP x PP x TP) GPT pretraining on LibTorch"};
+  app.set_version_flag("--version", std::function<std::string()>([] {
+    const std::string cuda = TRAINER_CUDA_VERSION;
+    return std::string("trainer " TRAINER_VERSION "\nbuilt with LibTorch " TRAINER_TORCH_VERSION ", ") +
+           (cuda.empty() ? "no CUDA" : "CUDA " + cuda + ", NCCL " + distributed::nccl_version());
+  }));
   app.require_subcommand(1);
 
   std::string config_path;
@@ -252,7 +258,7 @@ int main(int argc, char** argv) {
   check->add_option("--world-size", check_world, "also check against this many processes");
 
   auto* launch = app.add_subcommand("launch", "start N local worker processes of trainer");
-  dist::LaunchOptions lopts;
+  distributed::LaunchOptions lopts;
   std::vector<std::string> command;
   launch->add_option("--nproc", lopts.nproc, "number of processes")->required();
   launch->add_option("command", command, "subcommand and arguments, after --")->required();
@@ -285,12 +291,12 @@ int main(int argc, char** argv) {
   std::string peak_dtype = "fp32";
   int peak_size = 2048, peak_threads = 0;
   double peak_seconds = 3;
-  peak->add_option("--dtype", peak_dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  peak->add_option("--dtype", peak_dtype, "fp32 or bf16");
   peak->add_option("--size", peak_size, "matrix size");
   peak->add_option("--seconds", peak_seconds, "how long to measure");
   peak->add_option("--threads", peak_threads, "intra-op threads (default: all cores)");
   std::string peak_device = "cpu";
-  peak->add_option("--device", peak_device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  peak->add_option("--device", peak_device, "cpu, cuda or auto");
 
   auto* keys = app.add_subcommand("config-keys", "print every config key as a Markdown table");
 
@@ -320,13 +326,14 @@ int main(int argc, char** argv) {
     if (*keys) return cmd_config_keys();
     if (*peak) {
       if (peak_threads > 0) at::set_num_threads(peak_threads);
-      const auto r = metrics::measure_peak(peak_dtype, peak_size, peak_seconds, peak_device);
+      const auto dtype = parse_choice<DType>("--dtype", peak_dtype);
+      const auto r = metrics::measure_peak(dtype, peak_size, peak_seconds, parse_choice<DeviceKind>("--device", peak_device));
       std::cout << peak_dtype << " matmul " << peak_size << "x" << peak_size << ": " << r.tflops
                 << " TFLOP/s with " << at::get_num_threads() << " threads (the model's matmul: "
                 << r.model_tflops << ", LibTorch's at::mm: " << r.libtorch_tflops << "); max relative error vs float64: " << r.max_rel_error << std::endl;
       std::cout << "for MFU of processes with " << at::get_num_threads()
                 << " threads each: --set runtime.peak_tflops=" << r.tflops << std::endl;
-      return r.max_rel_error < (peak_dtype == "bf16" ? 5e-2 : 1e-4) ? 0 : 1;
+      return r.max_rel_error < (dtype == DType::Bf16 ? 5e-2 : 1e-4) ? 0 : 1;
     }
     if (*exp) {
       const int n = checkpoint::export_safetensors(export_dir, export_out);
@@ -340,7 +347,7 @@ int main(int argc, char** argv) {
     if (*prepare) return data::prepare_data(popts);
     if (*launch) {
       lopts.args = command;
-      return dist::launch_local(lopts);
+      return distributed::launch_local(lopts);
     }
   } catch (const BadInput& e) {
     std::cerr << "error: " << e.what() << std::endl;

@@ -1,5 +1,5 @@
 // The base of every error a user causes with their input: a config (ConfigError), launcher
-// variables (dist::JobEnvError), data, tokenizer or checkpoint files (data::DataError). The CLI
+// variables (distributed::JobEnvError), data, tokenizer or checkpoint files (data::DataError). The CLI
 // catches this one type and turns it into a message and exit code 2.
 #pragma once
 

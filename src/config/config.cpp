@@ -11,6 +11,62 @@
 namespace trainer {
 namespace {
 
+// The spellings of each choice enum, in declaration order.
+template <typename E> struct Choices;
+template <> struct Choices<Positions> { static constexpr const char* names[] = {"learned", "rope"}; };
+template <> struct Choices<Norm> { static constexpr const char* names[] = {"layernorm", "rmsnorm"}; };
+template <> struct Choices<Mlp> { static constexpr const char* names[] = {"gelu", "swiglu"}; };
+template <> struct Choices<Schedule> { static constexpr const char* names[] = {"1f1b", "gpipe", "interleaved-1f1b"}; };
+template <> struct Choices<LrDecay> { static constexpr const char* names[] = {"cosine", "linear", "constant"}; };
+template <> struct Choices<DType> { static constexpr const char* names[] = {"fp32", "bf16"}; };
+template <> struct Choices<NonFinite> { static constexpr const char* names[] = {"skip", "abort"}; };
+template <> struct Choices<DataSource> { static constexpr const char* names[] = {"synthetic", "indexed", "tokens"}; };
+template <> struct Choices<LogLevel> { static constexpr const char* names[] = {"debug", "info", "warn"}; };
+template <> struct Choices<DeviceKind> { static constexpr const char* names[] = {"auto", "cpu", "cuda"}; };
+template <> struct Choices<BackendKind> { static constexpr const char* names[] = {"auto", "gloo", "nccl"}; };
+
+template <typename T, typename = void> struct is_choice : std::false_type {};
+template <typename T> struct is_choice<T, std::void_t<decltype(Choices<T>::names)>> : std::true_type {};
+
+template <typename E> std::vector<std::string> choice_names() {
+  return {std::begin(Choices<E>::names), std::end(Choices<E>::names)};
+}
+
+std::string joined(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+}  // namespace
+
+template <typename E> std::string name_of(E value) { return Choices<E>::names[static_cast<size_t>(value)]; }
+
+template <typename E> E parse_choice(const std::string& key, const std::string& text) {
+  const auto names = choice_names<E>();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text) return static_cast<E>(i);
+  throw ConfigError("'" + key + "' is '" + text + "'; use one of: " + joined(names, ", "));
+}
+
+#define TRAINER_CHOICE(E)                            \
+  template std::string name_of<E>(E);                \
+  template E parse_choice<E>(const std::string&, const std::string&);
+TRAINER_CHOICE(Positions)
+TRAINER_CHOICE(Norm)
+TRAINER_CHOICE(Mlp)
+TRAINER_CHOICE(Schedule)
+TRAINER_CHOICE(LrDecay)
+TRAINER_CHOICE(DType)
+TRAINER_CHOICE(NonFinite)
+TRAINER_CHOICE(DataSource)
+TRAINER_CHOICE(LogLevel)
+TRAINER_CHOICE(DeviceKind)
+TRAINER_CHOICE(BackendKind)
+#undef TRAINER_CHOICE
+
+namespace {
+
 // One schema entry: how to read a key from YAML into the Config and print it back.
 struct Field {
   std::string key;
@@ -106,7 +162,10 @@ std::vector<DataPath> read_value<std::vector<DataPath>>(const std::string& key, 
   return out;
 }
 
-template <typename T> std::string type_name();
+template <typename T> std::string type_name() {
+  static_assert(is_choice<T>::value, "a config type without a name");
+  return "string";
+}
 template <> std::string type_name<int>() { return "int"; }
 template <> std::string type_name<std::int64_t>() { return "int"; }
 template <> std::string type_name<double>() { return "float"; }
@@ -116,9 +175,13 @@ template <> std::string type_name<std::vector<int>>() { return "list of int"; }
 template <> std::string type_name<std::vector<DataPath>>() { return "list of {path, weight}"; }
 
 template <typename T> std::string show(const T& v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
+  if constexpr (is_choice<T>::value) {
+    return name_of(v);
+  } else {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  }
 }
 template <> std::string show<bool>(const bool& v) { return v ? "true" : "false"; }
 template <> std::string show<std::string>(const std::string& v) { return v.empty() ? "\"\"" : v; }
@@ -136,24 +199,23 @@ template <> std::string show<std::vector<DataPath>>(const std::vector<DataPath>&
 }
 
 template <typename Section, typename T>
-Field field(std::string key, Section Config::*section, T Section::*member, std::string help,
-            std::vector<std::string> choices = {}) {
+Field field(std::string key, Section Config::*section, T Section::*member, std::string help) {
   Field f;
   f.key = key;
   f.type = type_name<T>();
-  f.choices = choices;
+  if constexpr (is_choice<T>::value) f.choices = choice_names<T>();
   f.help = std::move(help);
-  f.set = [key, section, member, choices](Config& cfg, const YAML::Node& node,
-                                          const std::string& where) {
-    T value = read_value<T>(key, node, where);
-    if constexpr (std::is_same_v<T, std::string>) {
-      if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
-        std::string list;
-        for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
-        throw ConfigError(where + ": key '" + key + "' is '" + value + "'; use one of: " + list);
+  f.set = [key, section, member](Config& cfg, const YAML::Node& node, const std::string& where) {
+    if constexpr (is_choice<T>::value) {
+      const std::string text = read_scalar<std::string>(key, "a string", node, where);
+      try {
+        cfg.*section.*member = parse_choice<T>(key, text);
+      } catch (const ConfigError& e) {
+        throw ConfigError(where + ": key " + std::string(e.what()));
       }
+    } else {
+      cfg.*section.*member = read_value<T>(key, node, where);
     }
-    cfg.*section.*member = value;
   };
   f.get = [section, member](const Config& cfg) { return show(cfg.*section.*member); };
   return f;
@@ -168,10 +230,9 @@ const std::vector<Field>& schema() {
       field("model.ffn", &C::model, &ModelConfig::ffn, "MLP inner width (divisible by tp)"),
       field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "tokenizer vocabulary size"),
       field("model.seq_len", &C::model, &ModelConfig::seq_len, "tokens per sample"),
-      field("model.positions", &C::model, &ModelConfig::positions, "position encoding",
-            {"learned", "rope"}),
-      field("model.norm", &C::model, &ModelConfig::norm, "normalisation", {"layernorm", "rmsnorm"}),
-      field("model.mlp", &C::model, &ModelConfig::mlp, "MLP type", {"gelu", "swiglu"}),
+      field("model.positions", &C::model, &ModelConfig::positions, "position encoding"),
+      field("model.norm", &C::model, &ModelConfig::norm, "normalisation"),
+      field("model.mlp", &C::model, &ModelConfig::mlp, "MLP type"),
       field("model.tied_embeddings", &C::model, &ModelConfig::tied_embeddings,
             "output head shares the input embedding"),
       field("model.bias", &C::model, &ModelConfig::bias, "biases in linear layers and norms"),
@@ -186,8 +247,7 @@ const std::vector<Field>& schema() {
       field("parallel.tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel size"),
       field("parallel.micro_batch_size", &C::parallel, &ParallelConfig::micro_batch_size,
             "samples per microbatch"),
-      field("parallel.schedule", &C::parallel, &ParallelConfig::schedule, "pipeline schedule",
-            {"1f1b", "gpipe", "interleaved-1f1b"}),
+      field("parallel.schedule", &C::parallel, &ParallelConfig::schedule, "pipeline schedule"),
       field("parallel.virtual_stages", &C::parallel, &ParallelConfig::virtual_stages,
             "model chunks per pipeline rank (interleaved-1f1b)"),
       field("parallel.stage_layers", &C::parallel, &ParallelConfig::stage_layers,
@@ -197,8 +257,7 @@ const std::vector<Field>& schema() {
       field("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate"),
       field("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of decay"),
       field("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps"),
-      field("optim.decay", &C::optim, &OptimConfig::decay, "decay after warm-up",
-            {"cosine", "linear", "constant"}),
+      field("optim.decay", &C::optim, &OptimConfig::decay, "decay after warm-up"),
       field("optim.weight_decay", &C::optim, &OptimConfig::weight_decay, "AdamW decoupled decay"),
       field("optim.beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1"),
       field("optim.beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2"),
@@ -209,10 +268,9 @@ const std::vector<Field>& schema() {
             "1 = shard optimizer state and fp32 master over dp"),
       field("optim.bucket_mb", &C::optim, &OptimConfig::bucket_mb, "gradient bucket size (MB)"),
       field("optim.grad_reduce_dtype", &C::optim, &OptimConfig::grad_reduce_dtype,
-            "dtype DP gradients travel and are summed in (bf16: half the bytes; on Gloo summed in fp32)",
-            {"fp32", "bf16"}),
+            "dtype DP gradients travel and are summed in (bf16: half the bytes; on Gloo summed in fp32)"),
       field("optim.nonfinite", &C::optim, &OptimConfig::nonfinite,
-            "what to do with a non-finite gradient norm", {"skip", "abort"}),
+            "what to do with a non-finite gradient norm"),
       field("optim.decay_embeddings", &C::optim, &OptimConfig::decay_embeddings,
             "apply weight decay to embeddings"),
       field("optim.decay_norms_and_biases", &C::optim, &OptimConfig::decay_norms_and_biases,
@@ -225,8 +283,7 @@ const std::vector<Field>& schema() {
       field("train.eval_iters", &C::train, &TrainConfig::eval_iters,
             "global batches per validation run"),
       field("data.source", &C::data, &DataConfig::source,
-            "where samples come from: synthetic stream, Megatron .bin/.idx prefix, raw uint16 tokens",
-            {"synthetic", "indexed", "tokens"}),
+            "where samples come from: synthetic stream, Megatron .bin/.idx prefix, raw uint16 tokens"),
       field("data.path", &C::data, &DataConfig::path,
             "training data: .bin/.idx prefix (indexed) or token file (tokens)"),
       field("data.paths", &C::data, &DataConfig::paths,
@@ -242,12 +299,9 @@ const std::vector<Field>& schema() {
       field("logging.dir", &C::logging, &LoggingConfig::dir,
             "directory for metrics.jsonl and TensorBoard events; empty = console only"),
       field("logging.interval", &C::logging, &LoggingConfig::interval, "steps between step lines"),
-      field("logging.level", &C::logging, &LoggingConfig::level, "log level",
-            {"debug", "info", "warn"}),
-      field("runtime.device", &C::runtime, &RuntimeConfig::device, "compute device",
-            {"auto", "cpu", "cuda"}),
-      field("runtime.backend", &C::runtime, &RuntimeConfig::backend, "communication backend",
-            {"auto", "gloo", "nccl"}),
+      field("logging.level", &C::logging, &LoggingConfig::level, "log level"),
+      field("runtime.device", &C::runtime, &RuntimeConfig::device, "compute device"),
+      field("runtime.backend", &C::runtime, &RuntimeConfig::backend, "communication backend"),
       field("runtime.seed", &C::runtime, &RuntimeConfig::seed, "seed for init and data"),
       field("runtime.threads", &C::runtime, &RuntimeConfig::threads,
             "intra-op threads per process; 0 = cores / local processes"),
@@ -255,7 +309,7 @@ const std::vector<Field>& schema() {
             "seconds before a collective or rendezvous is declared dead"),
       field("runtime.tf32", &C::runtime, &RuntimeConfig::tf32, "CUDA: let fp32 matmuls use TF32"),
       field("runtime.precision", &C::runtime, &RuntimeConfig::precision,
-            "matmul precision (fp32 master weights either way)", {"fp32", "bf16"}),
+            "matmul precision (fp32 master weights either way)"),
       field("runtime.peak_tflops", &C::runtime, &RuntimeConfig::peak_tflops,
             "per-process peak TFLOP/s for MFU; 0 = not reported"),
   };
@@ -328,21 +382,29 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 
 namespace {
 
+// yaml-cpp keeps every entry of a mapping, and the last of two equal keys would silently win.
+void refuse_repeated_key(std::map<std::string, std::string>& seen, const std::string& key, const std::string& where) {
+  const auto [first, fresh] = seen.emplace(key, where);
+  if (!fresh) throw ConfigError(where + ": key '" + key + "' is given twice (first at " + first->second + ")");
+}
+
 void read_sections(const YAML::Node& root, const std::string& path, Config& cfg) {
-  if (!root.IsNull()) {
-    if (!root.IsMap()) throw ConfigError(path + ": the top level must be a mapping of sections");
-    for (const auto& section : root) {
-      const std::string name = section.first.as<std::string>();
-      if (!section_known(name)) unknown_key(name + ".", where_of(path, section.first));
-      if (!section.second.IsMap()) {
-        throw ConfigError(where_of(path, section.first) + ": section '" + name + "' must be a mapping");
-      }
-      for (const auto& kv : section.second) {
-        const std::string key = name + "." + kv.first.as<std::string>();
-        const Field* f = find_field(key);
-        if (!f) unknown_key(key, where_of(path, kv.first));
-        f->set(cfg, kv.second, where_of(path, kv.second));
-      }
+  if (root.IsNull()) return;
+  if (!root.IsMap()) throw ConfigError(path + ": the top level must be a mapping of sections");
+  std::map<std::string, std::string> seen;
+  for (const auto& section : root) {
+    const std::string name = section.first.as<std::string>();
+    if (!section_known(name)) unknown_key(name + ".", where_of(path, section.first));
+    refuse_repeated_key(seen, name, where_of(path, section.first));
+    if (!section.second.IsMap()) {
+      throw ConfigError(where_of(path, section.first) + ": section '" + name + "' must be a mapping");
+    }
+    for (const auto& kv : section.second) {
+      const std::string key = name + "." + kv.first.as<std::string>();
+      const Field* f = find_field(key);
+      if (!f) unknown_key(key, where_of(path, kv.first));
+      refuse_repeated_key(seen, key, where_of(path, kv.first));
+      f->set(cfg, kv.second, where_of(path, kv.second));
     }
   }
 }
@@ -371,6 +433,10 @@ int world_size_of(const ParallelConfig& p) { return p.dp * p.pp * p.tp; }
 int padded_vocab_size(const ModelConfig& m, int tp) {
   const int multiple = m.vocab_divisible_by * tp;
   return (m.vocab_size + multiple - 1) / multiple * multiple;
+}
+
+int virtual_stages_in_effect(const ParallelConfig& p) {
+  return p.schedule == Schedule::Interleaved1F1B ? p.virtual_stages : 1;
 }
 
 int num_microbatches(const Config& cfg) {
@@ -410,7 +476,7 @@ void validate(const Config& cfg, int world_size) {
   if (m.hidden % m.heads != 0)
     invalid("model.hidden", show(m.hidden), "not divisible by model.heads = " + show(m.heads),
             "pick hidden as a multiple of heads");
-  if (m.positions == "rope" && (m.hidden / m.heads) % 2 != 0)
+  if (m.positions == Positions::Rope && (m.hidden / m.heads) % 2 != 0)
     invalid("model.hidden", show(m.hidden), "rope needs an even head dimension",
             "make hidden/heads even");
   if (m.heads % p.tp != 0)
@@ -423,8 +489,8 @@ void validate(const Config& cfg, int world_size) {
     invalid("model.seq_len", show(m.seq_len),
             "sequence parallelism needs seq_len divisible by parallel.tp = " + show(p.tp),
             "pick seq_len as a multiple of tp or turn parallel.sequence_parallel off");
-  const int chunks = p.pp * (p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1);
-  if (p.schedule != "interleaved-1f1b" && p.virtual_stages != 1)
+  const int chunks = p.pp * virtual_stages_in_effect(p);
+  if (p.schedule != Schedule::Interleaved1F1B && p.virtual_stages != 1)
     invalid("parallel.virtual_stages", show(p.virtual_stages),
             "only the interleaved-1f1b schedule uses virtual stages",
             "set parallel.schedule=interleaved-1f1b or virtual_stages=1");
@@ -456,8 +522,8 @@ void validate(const Config& cfg, int world_size) {
             "not divisible by micro_batch_size x dp = " + show(per_step),
             "use a multiple of " + show(per_step));
   const int mbs = num_microbatches(cfg);
-  if (p.schedule == "interleaved-1f1b" && mbs % p.pp != 0)
-    invalid("parallel.schedule", p.schedule,
+  if (p.schedule == Schedule::Interleaved1F1B && mbs % p.pp != 0)
+    invalid("parallel.schedule", name_of(p.schedule),
             "interleaved-1f1b needs the number of microbatches (" + show(mbs) +
                 ") to be a multiple of pp = " + show(p.pp),
             "change train.global_batch_size or parallel.micro_batch_size");
@@ -474,12 +540,12 @@ void validate(const Config& cfg, int world_size) {
   positive("optim.bucket_mb", cfg.optim.bucket_mb);
   if (cfg.runtime.threads < 0)
     invalid("runtime.threads", show(cfg.runtime.threads), "must be >= 0", "use 0 for automatic");
-  if (cfg.data.source != "synthetic") {
+  if (cfg.data.source != DataSource::Synthetic) {
     // An indexed dataset is named by its prefix; check the .idx that must sit beside it.
-    const std::string suffix = cfg.data.source == "indexed" ? ".idx" : "";
+    const std::string suffix = cfg.data.source == DataSource::Indexed ? ".idx" : "";
     auto check_file = [&](const std::string& key, const std::string& path) {
       if (path.empty())
-        invalid(key, "\"\"", "data.source=" + cfg.data.source + " needs a path",
+        invalid(key, "\"\"", "data.source=" + name_of(cfg.data.source) + " needs a path",
                 "set " + key + " (see trainer prepare-data)");
       if (!std::filesystem::is_regular_file(path + suffix))
         invalid(key, path, "file " + path + suffix + " does not exist", "check the path or prepare the data first");
@@ -497,10 +563,10 @@ void validate(const Config& cfg, int world_size) {
     invalid("train.eval_interval", show(cfg.train.eval_interval), "must be >= 0", "use 0 to disable");
   if (cfg.train.eval_interval > 0) positive("train.eval_iters", cfg.train.eval_iters);
 #ifndef TRAINER_WITH_CUDA
-  if (cfg.runtime.device == "cuda")
+  if (cfg.runtime.device == DeviceKind::Cuda)
     invalid("runtime.device", "cuda", "this build of trainer has no CUDA support",
             "use runtime.device=cpu or build against a CUDA LibTorch");
-  if (cfg.runtime.backend == "nccl")
+  if (cfg.runtime.backend == BackendKind::Nccl)
     invalid("runtime.backend", "nccl", "this build of trainer has no NCCL support",
             "use runtime.backend=gloo or build against a CUDA LibTorch");
 #endif
@@ -523,11 +589,7 @@ std::vector<KeyDoc> config_keys() {
   std::vector<KeyDoc> out;
   for (const auto& f : schema()) {
     std::string help = f.help;
-    if (!f.choices.empty()) {
-      std::string list;
-      for (const auto& c : f.choices) list += (list.empty() ? "" : " | ") + c;
-      help += " (" + list + ")";
-    }
+    if (!f.choices.empty()) help += " (" + joined(f.choices, " | ") + ")";
     out.push_back({f.key, f.type, f.get(defaults), help});
   }
   return out;

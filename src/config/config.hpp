@@ -12,6 +12,25 @@
 
 namespace trainer {
 
+// Values with a fixed set of choices, parsed once from their YAML spelling (name_of gives it
+// back); the rest of the code compares these enums, never strings.
+enum class Positions { Learned, Rope };
+enum class Norm { LayerNorm, RmsNorm };
+enum class Mlp { Gelu, SwiGlu };
+enum class Schedule { OneFOneB, GPipe, Interleaved1F1B };
+enum class LrDecay { Cosine, Linear, Constant };
+enum class DType { Fp32, Bf16 };
+enum class NonFinite { Skip, Abort };
+enum class DataSource { Synthetic, Indexed, Tokens };
+enum class LogLevel { Debug, Info, Warn };
+enum class DeviceKind { Auto, Cpu, Cuda };
+enum class BackendKind { Auto, Gloo, Nccl };
+
+// The spelling of `value` in a config ("interleaved-1f1b"), and the value of a spelling
+// (throws ConfigError naming `key` and the choices).
+template <typename E> std::string name_of(E value);
+template <typename E> E parse_choice(const std::string& key, const std::string& text);
+
 struct ModelConfig {
   int layers = 4;
   int hidden = 64;
@@ -19,9 +38,9 @@ struct ModelConfig {
   int ffn = 256;
   int vocab_size = 256;
   int seq_len = 32;
-  std::string positions = "learned";  // learned | rope
-  std::string norm = "layernorm";     // layernorm | rmsnorm
-  std::string mlp = "gelu";           // gelu | swiglu
+  Positions positions = Positions::Learned;
+  Norm norm = Norm::LayerNorm;
+  Mlp mlp = Mlp::Gelu;
   bool tied_embeddings = true;
   bool bias = true;
   double dropout = 0.0;
@@ -36,7 +55,7 @@ struct ParallelConfig {
   int pp = 1;
   int tp = 1;
   int micro_batch_size = 2;
-  std::string schedule = "1f1b";  // 1f1b | gpipe | interleaved-1f1b
+  Schedule schedule = Schedule::OneFOneB;
   int virtual_stages = 1;
   std::vector<int> stage_layers;  // explicit layers per stage; empty = even split
   bool sequence_parallel = false;
@@ -46,7 +65,7 @@ struct OptimConfig {
   double lr = 1e-3;
   double min_lr = 1e-4;
   int warmup_steps = 2;
-  std::string decay = "cosine";  // cosine | linear | constant
+  LrDecay decay = LrDecay::Cosine;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -54,8 +73,8 @@ struct OptimConfig {
   double grad_clip = 1.0;  // 0 disables clipping
   int zero_stage = 0;      // 0 | 1
   double bucket_mb = 25.0;
-  std::string grad_reduce_dtype = "fp32";  // fp32 | bf16: what DP gradients are summed in
-  std::string nonfinite = "skip";  // skip | abort
+  DType grad_reduce_dtype = DType::Fp32;  // what DP gradients travel in
+  NonFinite nonfinite = NonFinite::Skip;
   bool decay_embeddings = false;
   bool decay_norms_and_biases = false;
 };
@@ -75,9 +94,9 @@ struct DataPath {
 };
 
 struct DataConfig {
-  std::string source = "synthetic";  // synthetic | tokens (raw uint16 token file)
+  DataSource source = DataSource::Synthetic;
   std::string path;
-  std::string valid_path;  // validation data (data.source=tokens)
+  std::string valid_path;  // validation data, of the same source as `path`
   std::vector<DataPath> paths;  // weighted blend instead of data.path
 };
 
@@ -90,16 +109,16 @@ struct CheckpointConfig {
 struct LoggingConfig {
   std::string dir;
   int interval = 1;
-  std::string level = "info";  // debug | info | warn
+  LogLevel level = LogLevel::Info;
 };
 
 struct RuntimeConfig {
-  std::string device = "auto";   // auto | cpu | cuda
-  std::string backend = "auto";  // auto | gloo | nccl
+  DeviceKind device = DeviceKind::Auto;
+  BackendKind backend = BackendKind::Auto;
   std::int64_t seed = 1234;
   int threads = 0;  // intra-op threads per process; 0 = cores / local processes
   double collective_timeout_s = 120.0;
-  std::string precision = "fp32";  // fp32 | bf16
+  DType precision = DType::Fp32;  // of the matmuls; weights, gradients, optimizer stay fp32
   bool tf32 = false;               // CUDA: fp32 matmuls may use TF32
   double peak_tflops = 0.0;        // for MFU; 0 = unknown
 };
@@ -135,6 +154,8 @@ void validate(const Config& cfg, int world_size);
 
 // Derived figures.
 int padded_vocab_size(const ModelConfig& m, int tp);
+// Model chunks per pipeline rank: parallel.virtual_stages under interleaved-1f1b, else 1.
+int virtual_stages_in_effect(const ParallelConfig& p);
 int num_microbatches(const Config& cfg);
 int world_size_of(const ParallelConfig& p);
 

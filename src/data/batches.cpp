@@ -96,7 +96,7 @@ class WindowSource : public BatchSource {
 };
 
 std::unique_ptr<BatchSource> window_source(const Config& cfg, const std::string& path, std::uint64_t seed) {
-  if (cfg.data.source == "indexed") {
+  if (cfg.data.source == DataSource::Indexed) {
     auto ds = std::make_shared<IndexedDataset>(path);
     // Megatron writes every document back to back: the whole .bin is one token stream.
     TokenSpan all = ds->num_documents() ? ds->document(0) : TokenSpan{};
@@ -149,7 +149,7 @@ class BlendSource : public BatchSource {
 
 std::unique_ptr<BatchSource> make_source(const Config& cfg) {
   const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "data");
-  if (cfg.data.source == "synthetic") return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
+  if (cfg.data.source == DataSource::Synthetic) return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
   if (cfg.data.paths.empty()) return window_source(cfg, cfg.data.path, seed);
   std::vector<std::unique_ptr<BatchSource>> sources;
   std::vector<double> weights;
@@ -162,17 +162,17 @@ std::unique_ptr<BatchSource> make_source(const Config& cfg) {
 
 std::unique_ptr<BatchSource> make_validation_source(const Config& cfg) {
   const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "validation");
-  if (cfg.data.source != "synthetic") return window_source(cfg, cfg.data.valid_path, seed);
+  if (cfg.data.source != DataSource::Synthetic) return window_source(cfg, cfg.data.valid_path, seed);
   return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
 }
 
-std::vector<pipeline::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,
+std::vector<model::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,
                                                      std::int64_t step, int dp_rank, c10::Device device) {
   const int global = cfg.train.global_batch_size;
   const int per_rank = global / cfg.parallel.dp;
   const int mbs = cfg.parallel.micro_batch_size;
   at::Tensor mine = src.samples(step * global + static_cast<std::int64_t>(dp_rank) * per_rank, per_rank);
-  std::vector<pipeline::MicroBatch> out;
+  std::vector<model::MicroBatch> out;
   for (int i = 0; i < per_rank / mbs; ++i) {
     at::Tensor s = mine.narrow(0, static_cast<int64_t>(i) * mbs, mbs);
     const int64_t S = cfg.model.seq_len;

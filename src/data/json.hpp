@@ -4,6 +4,10 @@
 // strings (escapes and surrogate pairs decoded to UTF-8), integers and booleans, and skips any
 // other value.
 // Errors are DataError with the byte offset; callers add the file and line.
+//
+// Why not a library: a lone surrogate in a \u escape (text cut mid-pair, which real JSONL
+// dumps contain) becomes U+FFFD here, as the tests require; nlohmann::json 3.11 (Debian 12)
+// refuses the whole document ("surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF").
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,7 @@
 #include "data/prepare.hpp"
 
+#include "runtime/clock.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +27,8 @@ namespace trainer::data {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using runtime::Clock;
+using runtime::seconds_since;
 
 // A batch is read, tokenized by all threads at once, then written; batches bound the memory.
 constexpr size_t kBatchBytes = 16 << 20;
@@ -210,7 +213,6 @@ std::vector<std::vector<std::int32_t>> encode_batch(const Tokenizer& tokenizer, 
   return ids;
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // One status line on stderr: rewritten in place on a terminal, a new line now and then in logs.
 class Progress {

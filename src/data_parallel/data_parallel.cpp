@@ -1,13 +1,13 @@
-#include "dist/data_parallel.hpp"
+#include "data_parallel/data_parallel.hpp"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
-namespace trainer::dist {
+namespace trainer::data_parallel {
 namespace {
 
 // Groups parameters into buckets: reverse creation order (the order backward produces them),
-// a new bucket per chunk or when the size limit is reached, and the embedding alone so that
+// a new bucket per chunk or when the size limit is reached, and a tied embedding alone so that
 // its two pipeline copies are sharded identically under ZeRO-1.
 std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& params,
                                                      int64_t max_numel) {
@@ -16,9 +16,9 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
   int chunk = -1;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     model::Param* p = &*it;
-    const bool alone = p->info.name == "embedding.weight";
+    const bool alone = p->info.tied_embedding;
     if (plan.empty() || p->info.chunk != chunk || size >= max_numel || alone ||
-        plan.back().front()->info.name == "embedding.weight") {
+        plan.back().front()->info.tied_embedding) {
       plan.emplace_back();
       size = 0;
     }
@@ -31,14 +31,10 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
 
 }  // namespace
 
-DataParallel::DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb,
-                           bool zero1, bool tied_embedding, bool bf16_reduction)
-    : comm_(comm),
-      zero1_(zero1),
-      tied_embedding_(tied_embedding),
-      bf16_reduction_(bf16_reduction && comm.dp().size() > 1) {
+DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm& comm, const Options& opts)
+    : comm_(comm), zero1_(opts.zero1), bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1) {
   const int dp = comm.dp().size();
-  const auto max_numel = static_cast<int64_t>(bucket_mb * 1024 * 1024 / sizeof(float));
+  const auto max_numel = static_cast<int64_t>(opts.bucket_mb * 1024 * 1024 / sizeof(float));
   int chunks = 0;
   for (auto& group : plan_buckets(params, max_numel)) {
     Bucket b;
@@ -61,8 +57,8 @@ DataParallel::DataParallel(std::vector<model::Param>& params, Comm& comm, double
       t.set_data(pview);  // the parameter now lives in the flat buffer
       t.mutable_grad() = b.grads.narrow(0, s.offset, s.numel).view(t.sizes());
     }
-    b.shard_numel = zero1 ? padded / dp : padded;
-    b.shard_begin = zero1 ? comm.dp().index() * b.shard_numel : 0;
+    b.shard_numel = zero1_ ? padded / dp : padded;
+    b.shard_begin = zero1_ ? comm.dp().index() * b.shard_numel : 0;
     buckets_.push_back(std::move(b));
   }
   sync_enabled_.assign(chunks, false);
@@ -108,11 +104,11 @@ void DataParallel::launch(Bucket& b) {
   b.launched = true;
   // Each rank's loss is already divided by the global token count, so the sum is the mean.
   if (!bf16_reduction_) {
-    b.reduction = all_reduce_async(comm_.dp(), b.grads);
+    b.reduction = distributed::all_reduce_async(comm_.dp(), b.grads);
     return;
   }
   b.wire = b.grads.to(at::kBFloat16);  // half the bytes; finish() copies the sum back
-  b.reduction = all_reduce_async(comm_.dp(), b.wire);
+  b.reduction = distributed::all_reduce_async(comm_.dp(), b.wire);
 }
 
 void DataParallel::finish() {
@@ -122,39 +118,14 @@ void DataParallel::finish() {
     b.reduction.wait();
     if (bf16_reduction_) b.grads.copy_(b.wire);
   }
-
-  // The embedding exists on the first and the last pipeline stage when tied: sum the two
-  // gradients so both copies take the same step.
-  if (tied_embedding_ && comm_.embedding().size() > 1) {
-    for (auto& b : buckets_)
-      for (auto& s : b.segments)
-        if (s.param->info.name == "embedding.weight") {
-          at::Tensor g = b.grads.narrow(0, s.offset, s.numel);
-          all_reduce(comm_.embedding(), g);
-        }
-  }
-  // Sequence parallelism: replicated parameters saw only this rank's tokens; sum over TP.
-  std::vector<at::Tensor> partial;
-  for (auto& b : buckets_)
-    for (auto& s : b.segments)
-      if (s.param->info.sequence_parallel_grad) partial.push_back(b.grads.narrow(0, s.offset, s.numel));
-  if (!partial.empty() && comm_.tp().size() > 1) {
-    at::Tensor flat = at::cat(partial);
-    all_reduce(comm_.tp(), flat);
-    int64_t at = 0;
-    for (auto& g : partial) {
-      g.copy_(flat.narrow(0, at, g.numel()));
-      at += g.numel();
-    }
-  }
 }
 
 void DataParallel::all_gather_params() {
   if (!zero1_ || comm_.dp().size() == 1) return;
   for (auto& b : buckets_) {
     at::Tensor mine = b.params.narrow(0, b.shard_begin, b.shard_numel);
-    b.params.copy_(all_gather(comm_.dp(), mine, 0));
+    b.params.copy_(distributed::all_gather(comm_.dp(), mine, 0));
   }
 }
 
-}  // namespace trainer::dist
+}  // namespace trainer::data_parallel

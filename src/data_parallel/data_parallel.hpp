@@ -6,7 +6,8 @@
 // microbatch in place. Buckets (about optim.bucket_mb each, in backward order, never across
 // model chunks) count their parameters' gradients as they arrive; during the last backward of a
 // step each full bucket starts its all-reduce at once (autograd post-hooks), and finish() waits
-// for all of them just before the optimizer. Earlier microbatches only accumulate.
+// for all of them just before the optimizer (train/finalize_grads). Earlier microbatches only
+// accumulate.
 //
 // With ZeRO-1 each DP rank owns a 1/dp shard of every bucket: the optimizer updates only that
 // shard and all_gather_params() shares the result.
@@ -18,10 +19,10 @@
 #include <memory>
 #include <vector>
 
-#include "dist/comm.hpp"
+#include "distributed/comm.hpp"
 #include "model/params.hpp"
 
-namespace trainer::dist {
+namespace trainer::data_parallel {
 
 struct Segment {
   model::Param* param;
@@ -38,7 +39,7 @@ struct Bucket {
   // bookkeeping during backward
   int ready = 0;
   bool launched = false;
-  Pending reduction;
+  distributed::Pending reduction;
   at::Tensor wire;  // bf16 copy of `grads` being reduced (optim.grad_reduce_dtype = bf16)
 };
 
@@ -55,16 +56,18 @@ void for_each_in_shard(const Bucket& b, Fn&& fn) {
 
 class DataParallel {
  public:
-  // `bf16_reduction`: gradients travel (and are summed) in bf16, then land in the fp32 buckets.
-  DataParallel(std::vector<model::Param>& params, Comm& comm, double bucket_mb, bool zero1,
-               bool tied_embedding, bool bf16_reduction = false);
+  struct Options {
+    double bucket_mb = 25.0;      // optim.bucket_mb
+    bool zero1 = false;           // optim.zero_stage = 1
+    bool bf16_reduction = false;  // gradients travel (and are summed) in bf16, then land in fp32
+  };
+  DataParallel(std::vector<model::Param>& params, distributed::Comm& comm, const Options& opts);
   ~DataParallel();
 
   void zero_grad();
   // From now on, a bucket of `chunk` whose gradients are all in starts reducing at once.
   void enable_sync(int chunk);
-  // Starts what has not started, waits for every reduction, then synchronises tied-embedding
-  // gradients over the embedding group and sequence-parallel gradients over TP.
+  // Starts what has not started and waits for every reduction over DP.
   void finish();
   // ZeRO-1: every DP rank shares its updated shard of each bucket.
   void all_gather_params();
@@ -79,15 +82,13 @@ class DataParallel {
   void on_grad_ready(size_t bucket);
   void launch(Bucket& b);
 
-  Comm& comm_;
+  distributed::Comm& comm_;
   bool zero1_;
-  bool tied_embedding_;
   bool bf16_reduction_;
   std::vector<Bucket> buckets_;
   std::vector<bool> sync_enabled_;  // per chunk
   std::vector<std::shared_ptr<void>> hooks_;  // keeps the grad accumulators (and hooks) alive
   int launched_in_backward_ = 0;
-  bool in_finish_ = false;
 };
 
-}  // namespace trainer::dist
+}  // namespace trainer::data_parallel

@@ -1,4 +1,6 @@
-#include "dist/comm.hpp"
+#include "distributed/comm.hpp"
+
+#include "runtime/clock.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -23,7 +25,7 @@
 
 #include <spdlog/spdlog.h>
 
-namespace trainer::dist {
+namespace trainer::distributed {
 
 struct Backend {
   c10::intrusive_ptr<c10d::Backend> pg;  // ProcessGroupGloo or ProcessGroupNCCL
@@ -39,11 +41,8 @@ struct Comm::StoreHolder {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using runtime::Clock;
+using runtime::seconds_since;
 
 std::int64_t nbytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
 
@@ -170,6 +169,14 @@ void Pending::wait() {
   timed(*impl->group, impl->what, 0, [&] { impl->work->wait(impl->timeout); });
   impl->group->stats().calls -= 1;  // counted when it was started
   if (impl->target.defined()) impl->target.copy_(impl->wire);
+}
+
+std::string nccl_version() {
+#ifdef TRAINER_WITH_CUDA
+  return c10d::getNcclVersion();
+#else
+  return "none";
+#endif
 }
 
 Group::Group(std::string name, std::vector<int> members, int my_rank)
@@ -407,4 +414,4 @@ void barrier(Group& g) {
   }).wait();
 }
 
-}  // namespace trainer::dist
+}  // namespace trainer::distributed

@@ -1,5 +1,5 @@
 // The communication layer: every process group and every collective of the trainer lives here,
-// and nothing outside src/dist/ touches c10d. Each operation applies the configured timeout and
+// and nothing outside src/distributed/ touches c10d. Each operation applies the configured timeout and
 // adds its bytes and wall time to its group's counters, which the metrics report.
 //
 // Groups are built from the Grid (one store, one PrefixStore per group). A group of size one
@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "dist/grid.hpp"
-#include "dist/job_env.hpp"
+#include "distributed/grid.hpp"
+#include "distributed/job_env.hpp"
 
-namespace trainer::dist {
+namespace trainer::distributed {
 
 struct GroupStats {
   double seconds = 0;  // wall time spent inside (or waiting on) this group's operations
@@ -31,6 +31,9 @@ struct GroupStats {
 };
 
 struct Backend;  // c10d process group, hidden from every header
+
+// The NCCL library this process runs ("2.28.9"), or "none" in a build without CUDA.
+std::string nccl_version();
 
 class Group {
  public:
@@ -118,4 +121,4 @@ Pending send_async(Group& g, const at::Tensor& t, int peer_index, int tag);
 Pending recv_async(Group& g, at::Tensor& t, int peer_index, int tag);
 void barrier(Group& g);
 
-}  // namespace trainer::dist
+}  // namespace trainer::distributed

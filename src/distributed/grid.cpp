@@ -1,9 +1,9 @@
-#include "dist/grid.hpp"
+#include "distributed/grid.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace trainer::dist {
+namespace trainer::distributed {
 
 std::string group_kind_name(GroupKind kind) {
   switch (kind) {
@@ -64,4 +64,4 @@ std::vector<int> Grid::group_of(GroupKind kind, int rank) const {
   return {};
 }
 
-}  // namespace trainer::dist
+}  // namespace trainer::distributed

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace trainer::dist {
+namespace trainer::distributed {
 
 struct Coord {
   int dp = 0, pp = 0, tp = 0;
@@ -42,4 +42,4 @@ class Grid {
   int dp_, pp_, tp_;
 };
 
-}  // namespace trainer::dist
+}  // namespace trainer::distributed

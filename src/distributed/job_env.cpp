@@ -1,4 +1,4 @@
-#include "dist/job_env.hpp"
+#include "distributed/job_env.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 
 extern char** environ;
 
-namespace trainer::dist {
+namespace trainer::distributed {
 namespace {
 
 std::string get(const EnvMap& env, const std::string& key, const std::string& fallback = "") {
@@ -153,4 +153,4 @@ JobEnv detect_job_env(const EnvMap& env) {
   return job;
 }
 
-}  // namespace trainer::dist
+}  // namespace trainer::distributed

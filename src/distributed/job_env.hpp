@@ -11,7 +11,7 @@
 
 #include "config/bad_input.hpp"
 
-namespace trainer::dist {
+namespace trainer::distributed {
 
 struct JobEnv {
   std::string launcher = "single";  // torchrun | slurm | manual | single
@@ -47,4 +47,4 @@ std::string first_host(const std::string& nodelist);
 // Slurm's tasks-per-node spec ("4", "3,1", "2(x2)") -> the count on node `node_id`.
 int tasks_on_node(const std::string& spec, int node_id);
 
-}  // namespace trainer::dist
+}  // namespace trainer::distributed

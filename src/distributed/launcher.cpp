@@ -1,6 +1,6 @@
-#include "dist/launcher.hpp"
+#include "distributed/launcher.hpp"
 
-#include "dist/job_env.hpp"
+#include "distributed/job_env.hpp"
 
 #include <fcntl.h>
 
@@ -21,7 +21,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace trainer::dist {
+namespace trainer::distributed {
 namespace {
 
 std::atomic<int> g_forward_signal{0};
@@ -199,10 +199,11 @@ int launch_local(const LaunchOptions& given) {
       ws[r].running = false;
       ws[r].exit_code = code_of(status);
       --running;
+      // A worker that fails while the job is ending on a forwarded signal still fails the job.
+      if (ws[r].exit_code != 0 && result == 0) result = ws[r].exit_code;
       if (ws[r].exit_code != 0 && !ending) {
         std::cout << "[launcher] rank " << r << " exited with code " << ws[r].exit_code
                   << "; ending the other workers" << std::endl;
-        result = ws[r].exit_code;
         ending = true;
         signal_all(ws, SIGTERM);
         end_deadline = std::chrono::steady_clock::now() +
@@ -228,4 +229,4 @@ int launch_local(const LaunchOptions& given) {
   return result;
 }
 
-}  // namespace trainer::dist
+}  // namespace trainer::distributed

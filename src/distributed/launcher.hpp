@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace trainer::dist {
+namespace trainer::distributed {
 
 struct LaunchOptions {
   int nproc = 1;
@@ -27,4 +27,4 @@ int launch_local(const LaunchOptions& opts);
 int free_port();
 std::string self_executable();
 
-}  // namespace trainer::dist
+}  // namespace trainer::distributed

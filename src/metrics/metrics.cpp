@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "model/flops.hpp"
-#include "pipeline/schedule.hpp"
+#include "pipeline_parallel/schedule.hpp"
 #include "runtime/device.hpp"
 
 namespace trainer::metrics {
@@ -39,7 +39,7 @@ double peak_rss_mb() {
   return u.ru_maxrss / 1024.0;  // Linux reports KiB
 }
 
-StepLogger::StepLogger(const Config& cfg, dist::Comm& comm, bool prints)
+StepLogger::StepLogger(const Config& cfg, distributed::Comm& comm, bool prints)
     : cfg_(cfg), comm_(comm), prints_(prints) {
   if (prints_ && !cfg.logging.dir.empty()) {
     std::filesystem::create_directories(cfg.logging.dir);
@@ -51,10 +51,10 @@ StepLogger::StepLogger(const Config& cfg, dist::Comm& comm, bool prints)
 namespace {
 
 // One value from every rank, gathered on all of them.
-std::vector<double> from_every_rank(dist::Comm& comm, double value) {
+std::vector<double> from_every_rank(distributed::Comm& comm, double value) {
   at::Tensor all = at::zeros({comm.grid().world()}, at::kDouble);
   all[comm.rank()] = value;
-  dist::all_reduce(comm.world(), all);
+  distributed::all_reduce(comm.world(), all);
   return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel());
 }
 
@@ -77,10 +77,10 @@ void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t o
   const auto estimate = from_every_rank(comm_, estimate_mb_);
   if (comm_.rank() != 0) return;
   const auto& p = cfg_.parallel;
-  const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
+  const int v = virtual_stages_in_effect(p);
   spdlog::info("layout dp={} pp={} tp={} ({} processes), schedule {} (theoretical bubble {:.1f}%)",
-               p.dp, p.pp, p.tp, comm_.grid().world(), p.schedule,
-               100 * pipeline::theoretical_bubble(p.pp, microbatches, v));
+               p.dp, p.pp, p.tp, comm_.grid().world(), name_of(p.schedule),
+               100 * pipeline_parallel::theoretical_bubble(p.pp, microbatches, v));
   if (comm_.grid().world() <= 16) {
     std::ostringstream map;
     for (int r = 0; r < comm_.grid().world(); ++r) {
@@ -111,8 +111,9 @@ void StepLogger::memory_after_first_step() {
                  joined(allocated, 1, "{:.0f}"), joined(reserved, 1, "{:.0f}"));
 }
 
-void StepLogger::step(int step, double loss, double lr, double grad_norm, const StepTimes& t,
-                      int skipped, int max_in_flight, int buckets_overlapped, int buckets) {
+void StepLogger::step(const StepRecord& r) {
+  const StepTimes& t = r.times;
+  const int step = r.step;
   elapsed_ += t.total;
   if (!prints_ || (step % cfg_.logging.interval != 0 && step != cfg_.train.steps)) return;
   const double tokens = static_cast<double>(cfg_.train.global_batch_size) * cfg_.model.seq_len;
@@ -122,18 +123,18 @@ void StepLogger::step(int step, double loss, double lr, double grad_norm, const 
   const runtime::DeviceMemory gpu = runtime::device_memory(comm_.device());  // zeros on the CPU
   spdlog::info("step {}/{} | loss {:.6f} | lr {:.3e} | grad_norm {:.4f} | {:.0f} tok/s | {:.3f} TFLOP/s/rank{} | "
                "step {:.3f}s (compute {:.0f}% optimizer {:.0f}% comm {:.0f}% bubble {:.0f}%) | rss {:.0f} MB{} | skipped {} | eta {:.0f}s",
-               step, cfg_.train.steps, loss, lr, grad_norm, th.tokens_per_s, th.tflops_per_rank,
+               step, cfg_.train.steps, r.loss, r.lr, r.grad_norm, th.tokens_per_s, th.tflops_per_rank,
                th.mfu > 0 ? fmt::format(" | MFU {:.1f}%", 100 * th.mfu) : std::string(), t.total,
                pct(t.compute), pct(t.optimizer), pct(t.comm), pct(t.bubble), peak_rss_mb(),
                comm_.device().is_cuda() ? fmt::format(" | gpu {:.0f}/{:.0f} MB", gpu.allocated_peak_mb, gpu.reserved_peak_mb)
                                         : std::string(),
-               skipped, eta);
+               r.skipped, eta);
   // The figures both files carry; "skipped" prints as an integer through {:.9g}.
   std::vector<std::pair<const char*, double>> figures = {
-      {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}, {"tokens_per_s", th.tokens_per_s},
+      {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", th.tokens_per_s},
       {"tflops_per_rank", th.tflops_per_rank}, {"mfu", th.mfu}, {"step_s", t.total},
       {"compute_s", t.compute}, {"optimizer_s", t.optimizer}, {"comm_s", t.comm}, {"bubble_s", t.bubble},
-      {"peak_rss_mb", peak_rss_mb()}, {"skipped", static_cast<double>(skipped)}};
+      {"peak_rss_mb", peak_rss_mb()}, {"skipped", static_cast<double>(r.skipped)}};
   if (comm_.device().is_cuda()) {
     figures.emplace_back("gpu_max_allocated_mb", gpu.allocated_peak_mb);
     figures.emplace_back("gpu_max_reserved_mb", gpu.reserved_peak_mb);
@@ -141,8 +142,8 @@ void StepLogger::step(int step, double loss, double lr, double grad_norm, const 
   if (jsonl_.is_open()) {
     jsonl_ << "{\"step\":" << step;
     for (const auto& [name, value] : figures) jsonl_ << ",\"" << name << "\":" << json_number(value);
-    jsonl_ << ",\"max_in_flight\":" << max_in_flight << ",\"buckets_overlapped\":" << buckets_overlapped
-           << ",\"buckets\":" << buckets << "}\n";
+    jsonl_ << ",\"max_in_flight\":" << r.max_in_flight << ",\"buckets_overlapped\":" << r.buckets_overlapped
+           << ",\"buckets\":" << r.buckets << "}\n";
     jsonl_.flush();
   }
   if (tensorboard_)

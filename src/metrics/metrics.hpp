@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dist/comm.hpp"
+#include "distributed/comm.hpp"
 #include "metrics/tensorboard.hpp"
 #include "model/params.hpp"
 
@@ -19,6 +19,17 @@ namespace trainer::metrics {
 struct StepTimes {
   // seconds; compute is what is left of total: forward, backward, data
   double total = 0, compute = 0, optimizer = 0, comm = 0, bubble = 0;
+};
+
+// One optimizer step's figures, as logged.
+struct StepRecord {
+  int step = 0;  // 1-based: steps done
+  double loss = 0, lr = 0, grad_norm = 0;
+  StepTimes times;
+  int skipped = 0;             // steps skipped so far for a non-finite gradient norm
+  int max_in_flight = 0;       // most microbatches whose activations the printing stage held
+  int buckets_overlapped = 0;  // DP buckets whose reduction started while backward ran
+  int buckets = 0;
 };
 
 // TFLOP/s achieved per process and MFU (0 when the peak is unknown).
@@ -33,20 +44,19 @@ double peak_rss_mb();
 class StepLogger {
  public:
   // `prints` is true on the one rank that owns the loss and reports it.
-  StepLogger(const Config& cfg, dist::Comm& comm, bool prints);
+  StepLogger(const Config& cfg, distributed::Comm& comm, bool prints);
   // Rank 0 prints the layout, parameters and estimated memory of every rank.
   void startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes, int microbatches,
                double activation_bytes);
   // Rank 0 prints every rank's measured peak memory after the first step.
   void memory_after_first_step();
-  void step(int step, double loss, double lr, double grad_norm, const StepTimes& t, int skipped,
-            int max_in_flight, int buckets_overlapped, int buckets);
+  void step(const StepRecord& r);
   // A validation result: mean loss over the evaluation batches, and its perplexity.
   void eval(int step, double loss);
 
  private:
   const Config& cfg_;
-  dist::Comm& comm_;
+  distributed::Comm& comm_;
   bool prints_;
   std::ofstream jsonl_;
   std::optional<TensorBoardWriter> tensorboard_;

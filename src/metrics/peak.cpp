@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "model/cpu_ops.hpp"
+#include "ops/cpu_ops.hpp"
 #include "runtime/device.hpp"
 
 namespace trainer::metrics {
@@ -15,7 +15,7 @@ namespace {
 using Product = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
 
 at::Tensor libtorch_mm(const at::Tensor& a, const at::Tensor& b) { return at::mm(a, b); }
-at::Tensor model_mm(const at::Tensor& a, const at::Tensor& b) { return model::matmul(a, b); }
+at::Tensor model_mm(const at::Tensor& a, const at::Tensor& b) { return ops::matmul(a, b); }
 
 // Largest error of `product` on a 256x256 problem, relative to the largest exact entry: a wrong
 // BLAS kernel must not go unnoticed.
@@ -46,8 +46,8 @@ double tflops(Product product, const at::Tensor& x, const at::Tensor& y, double 
 
 }  // namespace
 
-Peak measure_peak(const std::string& dtype, int size, double seconds, const std::string& device_name) {
-  const auto type = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+Peak measure_peak(DType dtype, int size, double seconds, DeviceKind device_name) {
+  const auto type = dtype == DType::Bf16 ? at::kBFloat16 : at::kFloat;
   const c10::Device device = runtime::choose_device(device_name, 0);
   runtime::use_device(device, false);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
@@ -57,7 +57,7 @@ Peak measure_peak(const std::string& dtype, int size, double seconds, const std:
   peak.max_rel_error = std::max(relative_error(libtorch_mm, device, type), relative_error(model_mm, device, type));
   peak.libtorch_tflops = tflops(libtorch_mm, x, y, seconds);
   // Elsewhere the model's matmul is at::matmul, i.e. the same at::mm: no need to time it twice.
-  peak.model_tflops = model::uses_onednn(x) ? tflops(model_mm, x, y, seconds) : peak.libtorch_tflops;
+  peak.model_tflops = ops::uses_onednn(x) ? tflops(model_mm, x, y, seconds) : peak.libtorch_tflops;
   peak.tflops = std::max(peak.model_tflops, peak.libtorch_tflops);
   return peak;
 }

@@ -3,11 +3,13 @@
 
 #include <string>
 
+#include "config/config.hpp"
+
 namespace trainer::metrics {
 
 struct Peak {
   double tflops = 0;           // the better of the two below: the peak MFU is measured against
-  double model_tflops = 0;     // the matmul the model uses (src/model/cpu_ops: oneDNN on CPU fp32)
+  double model_tflops = 0;     // the matmul the model uses (src/ops/cpu_ops: oneDNN on CPU fp32)
   double libtorch_tflops = 0;  // LibTorch's at::mm (OpenBLAS in Debian's CPU build)
   double max_rel_error = 0;    // of a smaller product against a float64 reference, worst engine
 };
@@ -15,6 +17,6 @@ struct Peak {
 // Times repeated [size x size] @ [size x size] products in `dtype` ("fp32" or "bf16") on
 // `device` ("cpu" or "cuda", whose fp32 products follow runtime.tf32's default: full fp32) for
 // about `seconds` per engine, after a warm-up; per process, with the current intra-op threads.
-Peak measure_peak(const std::string& dtype, int size, double seconds, const std::string& device = "cpu");
+Peak measure_peak(DType dtype, int size, double seconds, DeviceKind device = DeviceKind::Cpu);
 
 }  // namespace trainer::metrics

@@ -4,20 +4,20 @@ namespace trainer::model {
 
 std::int64_t count_parameters(const ModelConfig& m) {
   const std::int64_t h = m.hidden, f = m.ffn, V = m.vocab_size, S = m.seq_len;
-  const bool layernorm_bias = m.norm == "layernorm" && m.bias;
+  const bool layernorm_bias = m.norm == Norm::LayerNorm && m.bias;
   const std::int64_t norm = h + (layernorm_bias ? h : 0);
-  const std::int64_t mlp_in = (m.mlp == "swiglu" ? 2 : 1);
+  const std::int64_t mlp_in = (m.mlp == Mlp::SwiGlu ? 2 : 1);
   std::int64_t layer = 2 * norm + 3 * h * h + h * h + mlp_in * h * f + f * h;
   if (m.bias) layer += 3 * h + h + mlp_in * f + h;
   std::int64_t total = V * h + m.layers * layer + norm;
-  if (m.positions == "learned") total += S * h;
+  if (m.positions == Positions::Learned) total += S * h;
   if (!m.tied_embeddings) total += V * h;
   return total;
 }
 
 double flops_per_token(const ModelConfig& m) {
   const double h = m.hidden, f = m.ffn, V = m.vocab_size, S = m.seq_len, L = m.layers;
-  const double mlp_mats = (m.mlp == "swiglu" ? 3.0 : 2.0);
+  const double mlp_mats = (m.mlp == Mlp::SwiGlu ? 3.0 : 2.0);
   const double matmul_weights = L * (4.0 * h * h + mlp_mats * h * f) + h * V;
   return 6.0 * matmul_weights + 12.0 * L * S * h;
 }
@@ -25,7 +25,7 @@ double flops_per_token(const ModelConfig& m) {
 double activation_bytes_per_layer(const ModelConfig& m, int micro_batch, int tp, bool sequence_parallel) {
   const double B = micro_batch, S = m.seq_len, H = m.hidden, F = m.ffn, heads = m.heads;
   const double replicated = 6 * B * S * H / (sequence_parallel ? tp : 1);  // norms, residuals
-  const double mlp_factor = m.mlp == "swiglu" ? 4 : 2;
+  const double mlp_factor = m.mlp == Mlp::SwiGlu ? 4 : 2;
   const double sharded = (4 * B * S * H + mlp_factor * B * S * F + 2 * B * heads * S * S) / tp;
   return 4.0 * (replicated + sharded);
 }

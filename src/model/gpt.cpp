@@ -4,14 +4,18 @@
 
 #include <cmath>
 
-#include "model/cpu_ops.hpp"
+#include "ops/cpu_ops.hpp"
 
 namespace trainer::model {
+
+using tensor_parallel::ColumnParallelLinear;
+using tensor_parallel::RowParallelLinear;
+using tensor_parallel::TPContext;
 
 // ---------------------------------------------------------------- forward pass ------------
 
 at::Tensor Chunk::norm(const Norm& n, const at::Tensor& x) const {
-  if (cfg_->norm == "layernorm")
+  if (cfg_->norm == trainer::Norm::LayerNorm)
     return at::layer_norm(x, {x.size(-1)}, n.weight, n.bias, cfg_->norm_eps);
   at::Tensor inv_rms = at::rsqrt(x.pow(2).mean(-1, true) + cfg_->norm_eps);
   return x * inv_rms * n.weight;
@@ -36,23 +40,23 @@ at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
   // selects would each zero a full-size buffer and add them up.
   const std::vector<at::Tensor> parts = qkv.unbind(0);
   at::Tensor q = parts[0], k = parts[1], v = parts[2];
-  if (cfg_->positions == "rope") {
+  if (cfg_->positions == Positions::Rope) {
     q = rope(q);
     k = rope(k);
   }
   const auto dt = tp_.compute_dtype;
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  at::Tensor scores = model::matmul(q.to(dt), k.to(dt).transpose(-2, -1), scale).to(at::kFloat).add_(causal_mask_);
+  at::Tensor scores = ops::matmul(q.to(dt), k.to(dt).transpose(-2, -1), scale).to(at::kFloat).add_(causal_mask_);
   at::Tensor probs = dropout(at::softmax(scores, -1));
-  at::Tensor out = model::matmul(probs.to(dt), v.to(dt)).to(at::kFloat);  // [B, h, S, D]
+  at::Tensor out = ops::matmul(probs.to(dt), v.to(dt)).to(at::kFloat);  // [B, h, S, D]
   out = out.transpose(1, 2).reshape({B, S, local_heads_ * head_dim_});
   return b.proj.forward(out, tp_);
 }
 
 at::Tensor Chunk::mlp(const Block& b, const at::Tensor& x) const {
   at::Tensor h = b.fc1.forward(x, tp_);
-  if (cfg_->mlp == "swiglu") h = at::silu(b.gate.forward(x, tp_)) * h;
-  else h = gelu_tanh(h);
+  if (cfg_->mlp == Mlp::SwiGlu) h = at::silu(b.gate.forward(x, tp_)) * h;
+  else h = ops::gelu_tanh(h);
   return b.fc2.forward(h, tp_);
 }
 
@@ -79,14 +83,14 @@ at::Tensor Chunk::forward(const at::Tensor& input) const {
 
 at::Tensor Chunk::logits(const at::Tensor& hidden) const {
   at::Tensor h = norm(final_norm_, hidden);
-  h = tp_.sequence_parallel ? gather_from_sp(h, *tp_.group) : copy_to_tp(h, *tp_.group);
-  return linear_in(h, head_weight_, at::Tensor(), tp_.compute_dtype);
+  h = tp_.sequence_parallel ? tensor_parallel::gather_from_sp(h, *tp_.group) : tensor_parallel::copy_to_tp(h, *tp_.group);
+  return tensor_parallel::linear_in(h, head_weight_, at::Tensor(), tp_.compute_dtype);
 }
 
 at::Tensor Chunk::loss_sum(const at::Tensor& hidden, const at::Tensor& targets) const {
   at::Tensor l = logits(hidden);
   const int64_t vocab_start = tp_.rank() * head_weight_.size(0);
-  at::Tensor per_token = vocab_parallel_cross_entropy(l.reshape({-1, l.size(-1)}),
+  at::Tensor per_token = tensor_parallel::vocab_parallel_cross_entropy(l.reshape({-1, l.size(-1)}),
                                                       targets.reshape({-1}), vocab_start,
                                                       cfg_->vocab_size, *tp_.group);
   return per_token.sum();
@@ -114,7 +118,7 @@ Norm GPT::make_norm(const std::string& name, int chunk) {
   w.chunk = chunk;
   Norm n;
   n.weight = add_param(w, {Init::Ones});
-  if (cfg_.model.norm == "layernorm" && cfg_.model.bias) {
+  if (cfg_.model.norm == trainer::Norm::LayerNorm && cfg_.model.bias) {
     ParamInfo b = w;
     b.name = name + ".bias";
     n.bias = add_param(b, {Init::Zeros});
@@ -168,18 +172,18 @@ Block GPT::make_block(int layer, int chunk) {
   b.proj = make_row(p + ".attn.proj", m.hidden, m.hidden, out_std, chunk);
   b.norm2 = make_norm(p + ".norm2", chunk);
   b.fc1 = make_column(p + ".mlp.fc1", m.ffn, m.hidden, chunk);
-  if (m.mlp == "swiglu") b.gate = make_column(p + ".mlp.gate", m.ffn, m.hidden, chunk);
+  if (m.mlp == Mlp::SwiGlu) b.gate = make_column(p + ".mlp.gate", m.ffn, m.hidden, chunk);
   b.fc2 = make_row(p + ".mlp.fc2", m.hidden, m.ffn, out_std, chunk);
   return b;
 }
 
-GPT::GPT(const Config& cfg, dist::Comm& comm, const std::vector<int>& chunk_ids,
+GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chunk_ids,
          const std::vector<std::pair<int, int>>& layer_ranges)
     : cfg_(cfg), comm_(comm) {
   const auto& m = cfg_.model;
   tp_.group = &comm.tp();
   tp_.sequence_parallel = cfg_.parallel.sequence_parallel && comm.tp().size() > 1;
-  tp_.compute_dtype = cfg_.runtime.precision == "bf16" ? at::kBFloat16 : at::kFloat;
+  tp_.compute_dtype = cfg_.runtime.precision == DType::Bf16 ? at::kBFloat16 : at::kFloat;
   const int total_chunks = static_cast<int>(layer_ranges.size());
   const int64_t V = padded_vocab_size(m, comm.tp().size());
   const int64_t S = m.seq_len, H = m.hidden;
@@ -189,6 +193,7 @@ GPT::GPT(const Config& cfg, dist::Comm& comm, const std::vector<int>& chunk_ids,
   emb.shard_dim = 0;
   emb.decay = cfg_.optim.decay_embeddings;
   emb.is_embedding = true;
+  emb.tied_embedding = m.tied_embeddings;
 
   for (size_t local = 0; local < chunk_ids.size(); ++local) {
     const int id = chunk_ids[local];
@@ -206,7 +211,7 @@ GPT::GPT(const Config& cfg, dist::Comm& comm, const std::vector<int>& chunk_ids,
       e.chunk = c;
       ch.embedding_.weight = add_param(e, {Init::Normal, m.init_std});
       ch.embedding_.vocab_start = tp_.rank() * ch.embedding_.weight.size(0);
-      if (m.positions == "learned") {
+      if (m.positions == Positions::Learned) {
         ParamInfo pos{"position_embedding.weight", {S, H}};
         pos.decay = cfg_.optim.decay_embeddings;
         pos.is_embedding = true;
@@ -235,7 +240,7 @@ GPT::GPT(const Config& cfg, dist::Comm& comm, const std::vector<int>& chunk_ids,
     // Attention constants, built once: causal mask and RoPE tables for the full sequence.
     auto f32 = at::TensorOptions().dtype(at::kFloat).device(comm.device());
     ch.causal_mask_ = at::full({S, S}, -INFINITY, f32).triu(1);
-    if (m.positions == "rope") {
+    if (m.positions == Positions::Rope) {
       const int64_t D = ch.head_dim_;
       at::Tensor inv = at::pow(m.rope_theta, -at::arange(0, D, 2, f32) / static_cast<double>(D));
       at::Tensor angles = at::outer(at::arange(S, f32), inv);  // [S, D/2]

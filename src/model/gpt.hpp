@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dist/comm.hpp"
-#include "model/parallel_linear.hpp"
+#include "distributed/comm.hpp"
+#include "tensor_parallel/parallel_linear.hpp"
 #include "model/params.hpp"
 
 namespace trainer::model {
@@ -21,11 +21,11 @@ struct Norm {
 
 struct Block {
   Norm norm1, norm2;
-  ColumnParallelLinear qkv;  // rows grouped per head: [head][q|k|v][head_dim]
-  RowParallelLinear proj;
-  ColumnParallelLinear fc1;
-  ColumnParallelLinear gate;  // SwiGLU only
-  RowParallelLinear fc2;
+  tensor_parallel::ColumnParallelLinear qkv;  // rows grouped per head: [head][q|k|v][head_dim]
+  tensor_parallel::RowParallelLinear proj;
+  tensor_parallel::ColumnParallelLinear fc1;
+  tensor_parallel::ColumnParallelLinear gate;  // SwiGLU only
+  tensor_parallel::RowParallelLinear fc2;
 };
 
 // A contiguous run of layers; chunk 0 also embeds tokens, the last chunk also holds the head.
@@ -53,11 +53,11 @@ class Chunk {
   at::Tensor dropout(const at::Tensor& x) const;
 
   const ModelConfig* cfg_ = nullptr;
-  TPContext tp_;
+  tensor_parallel::TPContext tp_;
   bool first_ = false, last_ = false;
   int layer_begin_ = 0;
   int local_heads_ = 0, head_dim_ = 0;
-  VocabParallelEmbedding embedding_;
+  tensor_parallel::VocabParallelEmbedding embedding_;
   at::Tensor position_embedding_;  // learned positions, [S, H] (first chunk)
   std::vector<Block> blocks_;
   Norm final_norm_;
@@ -69,7 +69,7 @@ class GPT {
  public:
   // Builds the chunks this rank owns. `chunk_ids` are global chunk indices (0 .. chunks-1),
   // and `layer_ranges[c]` the [begin, end) layers of global chunk c.
-  GPT(const Config& cfg, dist::Comm& comm, const std::vector<int>& chunk_ids,
+  GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chunk_ids,
       const std::vector<std::pair<int, int>>& layer_ranges);
 
   std::vector<Chunk>& chunks() { return chunks_; }
@@ -79,13 +79,13 @@ class GPT {
  private:
   at::Tensor add_param(ParamInfo info, const InitSpec& init);
   Norm make_norm(const std::string& name, int chunk);
-  ColumnParallelLinear make_column(const std::string& name, int64_t out, int64_t in, int chunk);
-  RowParallelLinear make_row(const std::string& name, int64_t out, int64_t in, double std, int chunk);
+  tensor_parallel::ColumnParallelLinear make_column(const std::string& name, int64_t out, int64_t in, int chunk);
+  tensor_parallel::RowParallelLinear make_row(const std::string& name, int64_t out, int64_t in, double std, int chunk);
   Block make_block(int layer, int chunk);
 
   Config cfg_;
-  dist::Comm& comm_;
-  TPContext tp_;
+  distributed::Comm& comm_;
+  tensor_parallel::TPContext tp_;
   std::vector<Param> params_;
   std::vector<Chunk> chunks_;
 };

@@ -24,8 +24,10 @@ struct ParamInfo {
   bool decay = true;               // AdamW weight decay applies
   bool is_embedding = false;
   bool is_norm_or_bias = false;
-  // The last stage's copy of a tied embedding: same values as the first stage's, so its
-  // gradient is synchronised over the embedding group and it is left out of the global norm.
+  // Either copy of a tied embedding (the first stage's input embedding, the last stage's head):
+  // their gradients are summed over the embedding group so both take the same step.
+  bool tied_embedding = false;
+  // The last stage's copy of a tied embedding: left out of the global norm.
   bool tied_copy = false;
   // Replicated over TP but fed different tokens under sequence parallelism: its gradients are
   // partial sums to be all-reduced over TP.

@@ -1,4 +1,4 @@
-#include "model/cpu_ops.hpp"
+#include "ops/cpu_ops.hpp"
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace trainer::model {
+namespace trainer::ops {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::Function;
@@ -191,4 +191,4 @@ at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, double scale) {
   return scale == 1.0 ? c : c.mul_(scale);
 }
 
-}  // namespace trainer::model
+}  // namespace trainer::ops

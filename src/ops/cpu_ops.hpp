@@ -10,7 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace trainer::model {
+namespace trainer::ops {
 
 // y = x wᵀ (+ b) over the last dim of x: at::linear's contract (b may be undefined).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
@@ -28,4 +28,4 @@ bool onednn_matmuls();
 // Whether linear/matmul on tensors like `t` run in oneDNN.
 bool uses_onednn(const at::Tensor& t);
 
-}  // namespace trainer::model
+}  // namespace trainer::ops

@@ -9,14 +9,14 @@ namespace trainer::optim {
 
 double learning_rate(const OptimConfig& o, int step, int total_steps) {
   if (step < o.warmup_steps) return o.lr * (step + 1) / o.warmup_steps;
-  if (o.decay == "constant") return o.lr;
+  if (o.decay == LrDecay::Constant) return o.lr;
   const double span = std::max(1, total_steps - o.warmup_steps);
   const double progress = std::min(1.0, (step - o.warmup_steps) / span);
-  const double shape = o.decay == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
+  const double shape = o.decay == LrDecay::Cosine ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
   return o.min_lr + (o.lr - o.min_lr) * shape;
 }
 
-AdamW::AdamW(const OptimConfig& cfg, dist::DataParallel& dp, dist::Comm& comm)
+AdamW::AdamW(const OptimConfig& cfg, data_parallel::DataParallel& dp, distributed::Comm& comm)
     : cfg_(cfg), dp_(dp), comm_(comm) {
   for (auto& b : dp_.buckets()) {
     m_.push_back(at::zeros({b.shard_numel}, b.params.options()));
@@ -31,14 +31,14 @@ double AdamW::grad_norm() {
   // gradients: that copy cost ~5% of the small benchmark model's step); the sum is in float64.
   at::Tensor total = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
   for (auto& b : dp_.buckets())
-    dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+    data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
       const auto& info = s.param->info;
       if (info.tied_copy || (info.shard_dim < 0 && !first_tp)) return;
       total += b.grads.narrow(0, begin, n).norm().to(at::kDouble).square();
     });
   // Without ZeRO every DP rank holds the same (full) gradients: sum over the model-parallel
   // ranks only. With ZeRO-1 the DP shards are disjoint: sum over everybody.
-  dist::all_reduce(dp_.zero1() ? comm_.world() : comm_.model_parallel(), total);
+  distributed::all_reduce(dp_.zero1() ? comm_.world() : comm_.model_parallel(), total);
   return std::sqrt(total.item<double>());
 }
 
@@ -58,7 +58,7 @@ void AdamW::step(double lr) {
   for (size_t i = 0; i < buckets.size(); ++i) {
     auto& b = buckets[i];
     // Decoupled weight decay, only on the parameters that take it.
-    dist::for_each_in_shard(b, [&](const dist::Segment& s, int64_t begin, int64_t n) {
+    data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
       if (s.param->info.decay && cfg_.weight_decay > 0)
         b.params.narrow(0, begin, n).mul_(1.0 - lr * cfg_.weight_decay);
     });

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dist/data_parallel.hpp"
+#include "data_parallel/data_parallel.hpp"
 
 namespace trainer::optim {
 
@@ -16,7 +16,7 @@ double learning_rate(const OptimConfig& o, int step, int total_steps);
 
 class AdamW {
  public:
-  AdamW(const OptimConfig& cfg, dist::DataParallel& dp, dist::Comm& comm);
+  AdamW(const OptimConfig& cfg, data_parallel::DataParallel& dp, distributed::Comm& comm);
 
   // The global L2 norm of the gradients, equal to the 1x1x1 norm: TP-replicated parameters
   // count on tp rank 0 only, the tied embedding's second copy not at all, and under ZeRO-1
@@ -35,8 +35,8 @@ class AdamW {
 
  private:
   OptimConfig cfg_;
-  dist::DataParallel& dp_;
-  dist::Comm& comm_;
+  data_parallel::DataParallel& dp_;
+  distributed::Comm& comm_;
   std::vector<at::Tensor> m_, v_;  // per bucket shard
   int t_ = 0;
 };

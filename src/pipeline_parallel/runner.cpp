@@ -1,17 +1,19 @@
-#include "pipeline/runner.hpp"
+#include "pipeline_parallel/runner.hpp"
+
+#include "runtime/clock.hpp"
 
 #include <torch/torch.h>
 
 #include <chrono>
 #include <map>
 
-#include "pipeline/schedule.hpp"
+#include "pipeline_parallel/schedule.hpp"
 
-namespace trainer::pipeline {
+namespace trainer::pipeline_parallel {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using runtime::Clock;
+using runtime::seconds_since;
 
 // What a stage keeps for one (microbatch, chunk) between its forward and its backward.
 struct InFlight {
@@ -19,24 +21,24 @@ struct InFlight {
   at::Tensor output;  // activation to send on, or the scaled loss on the last chunk
   at::Tensor grad_in; // gradient received for `output`
   at::Tensor input_grad;
-  dist::Pending recv;
+  distributed::Pending recv;
 };
 
 // Point-to-point transfers between chunks. When every chunk lives on this rank (pp = 1 with
 // several virtual stages) the tensors are handed over directly instead of sent to ourselves.
 class Mailbox {
  public:
-  Mailbox(dist::Group& pp, bool local) : pp_(pp), local_(local) {}
+  Mailbox(distributed::Group& pp, bool local) : pp_(pp), local_(local) {}
   void send(const at::Tensor& t, int peer, int tag) {
     if (local_) local_messages_[tag] = t;
-    else sends_.push_back(dist::send_async(pp_, t, peer, tag));
+    else sends_.push_back(distributed::send_async(pp_, t, peer, tag));
   }
   // Fills `buffer` (now, if local; when the returned operation completes, otherwise).
-  dist::Pending receive(at::Tensor& buffer, int peer, int tag) {
-    if (!local_) return dist::recv_async(pp_, buffer, peer, tag);
+  distributed::Pending receive(at::Tensor& buffer, int peer, int tag) {
+    if (!local_) return distributed::recv_async(pp_, buffer, peer, tag);
     buffer = local_messages_.at(tag);
     local_messages_.erase(tag);
-    return dist::Pending();
+    return distributed::Pending();
   }
   void wait_sends() {
     for (auto& s : sends_) s.wait();
@@ -44,9 +46,9 @@ class Mailbox {
   }
 
  private:
-  dist::Group& pp_;
+  distributed::Group& pp_;
   bool local_;
-  std::vector<dist::Pending> sends_;
+  std::vector<distributed::Pending> sends_;
   std::map<int, at::Tensor> local_messages_;
 };
 
@@ -60,7 +62,7 @@ int activations_held(const std::map<std::pair<int, int>, InFlight>& live) {
 
 }  // namespace
 
-Runner::Runner(const Config& cfg, model::GPT& model, dist::Comm& comm)
+Runner::Runner(const Config& cfg, model::GPT& model, distributed::Comm& comm)
     : cfg_(cfg), model_(model), comm_(comm) {
   stage_ = comm.coord().pp;
   stages_ = comm.grid().pp();
@@ -81,7 +83,7 @@ int Runner::tag(int direction, int receiving_global_chunk, int microbatch, int m
   return (direction * stages_ * chunks_ + receiving_global_chunk) * microbatches + microbatch;
 }
 
-StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_scale,
+StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double loss_scale,
                              const std::function<void(int)>& before_last_backward) {
   const int m = static_cast<int>(mbs.size());
   const auto actions = make_schedule(cfg_.parallel.schedule, stage_, stages_, m, chunks_);
@@ -89,7 +91,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
   for (size_t i = 0; i < actions.size(); ++i)
     if (actions[i].op == Op::Backward) last_backward[actions[i].chunk] = static_cast<int>(i);
 
-  dist::Group& pp = comm_.pp();
+  distributed::Group& pp = comm_.pp();
   const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
   std::map<std::pair<int, int>, InFlight> live;
   Mailbox mailbox(pp, stages_ == 1);
@@ -104,7 +106,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
   auto post_receive = [&](size_t j) {
     const Action& r = actions[j];
     InFlight& f = live[{r.microbatch, r.chunk}];
-    const int global = r.chunk * stages_ + stage_;
+    const int global = global_chunk(r.chunk, stage_, stages_);
     at::Tensor& buffer = r.op == Op::RecvForward ? f.input : f.grad_in;
     buffer = activation_buffer();
     f.recv = mailbox.receive(buffer, r.op == Op::RecvForward ? prev : next,
@@ -120,7 +122,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
     const auto key = std::make_pair(a.microbatch, a.chunk);
-    const int global = a.chunk * stages_ + stage_;
+    const int global = global_chunk(a.chunk, stage_, stages_);
     model::Chunk& chunk = model_.chunks()[a.chunk];
     if (is_compute(i) && stages_ > 1) post_receives_before_next_compute(i);
     switch (a.op) {
@@ -135,7 +137,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
         } else {
           const auto t0 = Clock::now();
           f.recv.wait();
-          stats.wait_seconds += since(t0);
+          stats.wait_seconds += seconds_since(t0);
           f.input.requires_grad_(true);
         }
         const auto t0 = Clock::now();
@@ -144,7 +146,7 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
           f.output = chunk.loss_sum(f.output, mbs[a.microbatch].targets) * loss_scale;
           loss_total += f.output.detach().to(at::kDouble);
         }
-        stats.compute_seconds += since(t0);
+        stats.compute_seconds += seconds_since(t0);
         stats.max_in_flight = std::max(stats.max_in_flight, activations_held(live));
         break;
       }
@@ -157,13 +159,13 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
         if (!chunk.last()) {
           const auto t0 = Clock::now();
           f.recv.wait();
-          stats.wait_seconds += since(t0);
+          stats.wait_seconds += seconds_since(t0);
         }
         const auto t0 = Clock::now();
         if (chunk.last()) torch::autograd::backward({f.output});
         else torch::autograd::backward({f.output}, {f.grad_in});
         if (!chunk.first()) f.input_grad = f.input.grad();
-        stats.compute_seconds += since(t0);
+        stats.compute_seconds += seconds_since(t0);
         if (chunk.first()) live.erase(key);  // nothing to send: free the activations now
         break;
       }
@@ -180,17 +182,17 @@ StepStats Runner::train_step(const std::vector<MicroBatch>& mbs, double loss_sca
   return stats;
 }
 
-double Runner::eval_step(const std::vector<MicroBatch>& mbs, double loss_scale) {
+double Runner::eval_step(const std::vector<model::MicroBatch>& mbs, double loss_scale) {
   torch::NoGradGuard no_grad;
   const int m = static_cast<int>(mbs.size());
-  dist::Group& pp = comm_.pp();
+  distributed::Group& pp = comm_.pp();
   const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
   double loss = 0;
   Mailbox mailbox(pp, stages_ == 1);
   // Forward-only: each chunk in order, every microbatch through it (the GPipe forward phase).
   for (int c = 0; c < chunks_; ++c) {
     model::Chunk& chunk = model_.chunks()[c];
-    const int global = c * stages_ + stage_;
+    const int global = global_chunk(c, stage_, stages_);
     for (int mb = 0; mb < m; ++mb) {
       at::Tensor x = mbs[mb].tokens;
       if (!chunk.first()) {
@@ -209,4 +211,4 @@ double Runner::eval_step(const std::vector<MicroBatch>& mbs, double loss_scale) 
   return loss;
 }
 
-}  // namespace trainer::pipeline
+}  // namespace trainer::pipeline_parallel

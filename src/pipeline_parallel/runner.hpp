@@ -9,15 +9,11 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dist/comm.hpp"
+#include "distributed/comm.hpp"
 #include "model/gpt.hpp"
+#include "model/microbatch.hpp"
 
-namespace trainer::pipeline {
-
-struct MicroBatch {
-  at::Tensor tokens;   // [B, S] int64 (used by the first stage)
-  at::Tensor targets;  // [B, S] int64 (used by the last stage)
-};
+namespace trainer::pipeline_parallel {
 
 struct StepStats {
   double loss = 0;            // sum of this rank's scaled microbatch losses (last stage only)
@@ -28,17 +24,17 @@ struct StepStats {
 
 class Runner {
  public:
-  Runner(const Config& cfg, model::GPT& model, dist::Comm& comm);
+  Runner(const Config& cfg, model::GPT& model, distributed::Comm& comm);
 
   // One training step's forward+backward over `microbatches`. Each microbatch loss is
   // multiplied by `loss_scale` (1 / tokens in the global batch), so gradients accumulate to
   // the gradient of the mean loss. `before_last_backward(chunk)` runs just before the last
   // backward of each local chunk (where data-parallel reduction may start).
-  StepStats train_step(const std::vector<MicroBatch>& microbatches, double loss_scale,
+  StepStats train_step(const std::vector<model::MicroBatch>& microbatches, double loss_scale,
                        const std::function<void(int chunk)>& before_last_backward);
 
   // Forward only, no gradients (evaluation); returns the summed scaled loss on the last stage.
-  double eval_step(const std::vector<MicroBatch>& microbatches, double loss_scale);
+  double eval_step(const std::vector<model::MicroBatch>& microbatches, double loss_scale);
 
   bool holds_loss() const;  // this rank owns the last model chunk
 
@@ -48,8 +44,8 @@ class Runner {
 
   const Config& cfg_;
   model::GPT& model_;
-  dist::Comm& comm_;
+  distributed::Comm& comm_;
   int stage_, stages_, chunks_;
 };
 
-}  // namespace trainer::pipeline
+}  // namespace trainer::pipeline_parallel

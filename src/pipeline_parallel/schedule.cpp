@@ -1,24 +1,24 @@
-#include "pipeline/schedule.hpp"
+#include "pipeline_parallel/schedule.hpp"
 
 #include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <tuple>
 
-namespace trainer::pipeline {
+namespace trainer::pipeline_parallel {
 namespace {
 
 // Wraps a forward/backward with the receive before it and the send after it, where the
 // neighbouring global chunk exists.
 void add_forward(std::vector<Action>& out, int stage, int stages, int chunks, int mb, int c) {
-  const int global = c * stages + stage;
+  const int global = global_chunk(c, stage, stages);
   if (global > 0) out.push_back({Op::RecvForward, mb, c});
   out.push_back({Op::Forward, mb, c});
   if (global < stages * chunks - 1) out.push_back({Op::SendForward, mb, c});
 }
 
 void add_backward(std::vector<Action>& out, int stage, int stages, int chunks, int mb, int c) {
-  const int global = c * stages + stage;
+  const int global = global_chunk(c, stage, stages);
   if (global < stages * chunks - 1) out.push_back({Op::RecvBackward, mb, c});
   out.push_back({Op::Backward, mb, c});
   if (global > 0) out.push_back({Op::SendBackward, mb, c});
@@ -84,12 +84,13 @@ std::vector<Action> schedule_interleaved(int stage, int stages, int microbatches
   return out;
 }
 
-std::vector<Action> make_schedule(const std::string& name, int stage, int stages, int microbatches,
-                                  int chunks) {
-  if (name == "1f1b") return schedule_1f1b(stage, stages, microbatches);
-  if (name == "gpipe") return schedule_gpipe(stage, stages, microbatches);
-  if (name == "interleaved-1f1b") return schedule_interleaved(stage, stages, microbatches, chunks);
-  throw std::invalid_argument("unknown schedule '" + name + "'");
+std::vector<Action> make_schedule(Schedule schedule, int stage, int stages, int microbatches, int chunks) {
+  switch (schedule) {
+    case Schedule::OneFOneB: return schedule_1f1b(stage, stages, microbatches);
+    case Schedule::GPipe: return schedule_gpipe(stage, stages, microbatches);
+    case Schedule::Interleaved1F1B: return schedule_interleaved(stage, stages, microbatches, chunks);
+  }
+  throw std::invalid_argument("unknown schedule");
 }
 
 int max_in_flight(const std::vector<Action>& actions) {
@@ -101,10 +102,10 @@ int max_in_flight(const std::vector<Action>& actions) {
   return most;
 }
 
-Simulation simulate(const std::string& name, int stages, int microbatches, int chunks) {
-  const int v = name == "interleaved-1f1b" ? chunks : 1;
+Simulation simulate(Schedule schedule, int stages, int microbatches, int chunks) {
+  const int v = schedule == Schedule::Interleaved1F1B ? chunks : 1;
   std::vector<std::vector<Action>> lists;
-  for (int s = 0; s < stages; ++s) lists.push_back(make_schedule(name, s, stages, microbatches, v));
+  for (int s = 0; s < stages; ++s) lists.push_back(make_schedule(schedule, s, stages, microbatches, v));
   // A message is (direction, receiving global chunk, microbatch) -> time it was sent.
   std::map<std::tuple<int, int, int>, double> sent;
   std::vector<size_t> next(stages, 0);
@@ -115,7 +116,7 @@ Simulation simulate(const std::string& name, int stages, int microbatches, int c
     for (int s = 0; s < stages; ++s) {
       while (next[s] < lists[s].size()) {
         const Action& a = lists[s][next[s]];
-        const int global = a.chunk * stages + s;
+        const int global = global_chunk(a.chunk, s, stages);
         if (a.op == Op::RecvForward || a.op == Op::RecvBackward) {
           auto it = sent.find({a.op == Op::RecvForward ? 0 : 1, global, a.microbatch});
           if (it == sent.end()) break;  // not sent yet: this stage waits
@@ -164,4 +165,4 @@ std::vector<std::pair<int, int>> partition_layers(int layers, int num_chunks,
   return ranges;
 }
 
-}  // namespace trainer::pipeline
+}  // namespace trainer::pipeline_parallel

@@ -6,11 +6,13 @@
 // chunk c * stages + s. With v = 1 the local chunk is always 0.
 #pragma once
 
+#include "config/config.hpp"
+
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace trainer::pipeline {
+namespace trainer::pipeline_parallel {
 
 enum class Op { RecvForward, Forward, SendForward, RecvBackward, Backward, SendBackward };
 
@@ -25,16 +27,18 @@ struct Action {
 
 std::string to_string(const Action& a);
 
+// The global model chunk that local chunk `local_chunk` of `stage` holds (Megatron's order).
+inline int global_chunk(int local_chunk, int stage, int stages) { return local_chunk * stages + stage; }
+
 // 1F1B (PipeDream-flush): warm-up forwards = min(stages - stage - 1, microbatches), then one
 // forward / one backward, then the remaining backwards.
 std::vector<Action> schedule_1f1b(int stage, int stages, int microbatches);
-// GPipe: all forwards, then all backwards (in reverse order).
+// GPipe: all forwards, then all backwards, in the same microbatch order (0, 1, ...).
 std::vector<Action> schedule_gpipe(int stage, int stages, int microbatches);
 // Megatron's interleaved 1F1B with `chunks` model chunks per stage; microbatches % stages == 0.
 std::vector<Action> schedule_interleaved(int stage, int stages, int microbatches, int chunks);
-// By config name: "1f1b", "gpipe", "interleaved-1f1b".
-std::vector<Action> make_schedule(const std::string& name, int stage, int stages, int microbatches,
-                                  int chunks);
+// The schedule parallel.schedule names.
+std::vector<Action> make_schedule(Schedule schedule, int stage, int stages, int microbatches, int chunks);
 
 // The most microbatches whose activations a stage holds at once (forwards minus backwards).
 int max_in_flight(const std::vector<Action>& actions);
@@ -46,7 +50,7 @@ struct Simulation {
   double bubble_fraction = 0;
   bool deadlock = false;
 };
-Simulation simulate(const std::string& name, int stages, int microbatches, int chunks);
+Simulation simulate(Schedule schedule, int stages, int microbatches, int chunks);
 
 // Theoretical bubble: (p-1)/(m+p-1), or (p-1)/(v*m+p-1) interleaved.
 double theoretical_bubble(int stages, int microbatches, int chunks);
@@ -56,4 +60,4 @@ double theoretical_bubble(int stages, int microbatches, int chunks);
 std::vector<std::pair<int, int>> partition_layers(int layers, int num_chunks,
                                                   const std::vector<int>& explicit_counts);
 
-}  // namespace trainer::pipeline
+}  // namespace trainer::pipeline_parallel

@@ -19,9 +19,9 @@ int gpu_count() {
 #endif
 }
 
-c10::Device choose_device(const std::string& setting, int local_rank) {
+c10::Device choose_device(DeviceKind setting, int local_rank) {
   const int gpus = gpu_count();
-  if (setting == "cpu" || (setting == "auto" && gpus == 0)) return c10::Device(c10::kCPU);
+  if (setting == DeviceKind::Cpu || (setting == DeviceKind::Auto && gpus == 0)) return c10::Device(c10::kCPU);
   if (gpus == 0)
     throw std::runtime_error("runtime.device=cuda but this process sees no CUDA device "
                              "(check the driver and CUDA_VISIBLE_DEVICES, or use runtime.device=cpu)");

@@ -1,21 +1,21 @@
 // Where this rank computes. `runtime.device`: auto | cpu | cuda; a CUDA rank uses
 // cuda:LOCAL_RANK (modulo the devices it sees, so several ranks may share one GPU). All CUDA
-// runtime calls outside src/dist/comm.cpp are in device.cpp, compiled with CUDA only when the
+// runtime calls outside src/distributed/comm.cpp are in device.cpp, compiled with CUDA only when the
 // LibTorch that CMake found was built with it (TRAINER_WITH_CUDA).
 #pragma once
 
 #include <c10/core/Device.h>
 
-#include <string>
+#include "config/config.hpp"
 
 namespace trainer::runtime {
 
 // CUDA devices this process sees (0 in a CPU-only build).
 int gpu_count();
 
-// Resolves runtime.device: "auto" is CUDA when this process sees a GPU, else the CPU. Throws
-// std::runtime_error when "cuda" is asked for and no GPU is visible.
-c10::Device choose_device(const std::string& setting, int local_rank);
+// Resolves runtime.device: auto is CUDA when this process sees a GPU, else the CPU. Throws
+// std::runtime_error when cuda is asked for and no GPU is visible.
+c10::Device choose_device(DeviceKind setting, int local_rank);
 
 // Makes `device` current for this process; `tf32` lets fp32 matmuls on CUDA use TF32.
 void use_device(const c10::Device& device, bool tf32);

@@ -1,11 +1,11 @@
-#include "model/parallel_linear.hpp"
+#include "tensor_parallel/parallel_linear.hpp"
 
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
-#include "model/cpu_ops.hpp"
+#include "ops/cpu_ops.hpp"
 
-namespace trainer::model {
+namespace trainer::tensor_parallel {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::Function;
@@ -14,21 +14,21 @@ using torch::autograd::variable_list;
 namespace {
 
 // The group travels through autograd's saved data as an integer: it outlives every graph.
-void save_group(AutogradContext* ctx, dist::Group* g) {
+void save_group(AutogradContext* ctx, distributed::Group* g) {
   ctx->saved_data["group"] = reinterpret_cast<int64_t>(g);
 }
-dist::Group& group_of(AutogradContext* ctx) {
-  return *reinterpret_cast<dist::Group*>(ctx->saved_data["group"].toInt());
+distributed::Group& group_of(AutogradContext* ctx) {
+  return *reinterpret_cast<distributed::Group*>(ctx->saved_data["group"].toInt());
 }
 
-at::Tensor summed(const at::Tensor& x, dist::Group& g) {
+at::Tensor summed(const at::Tensor& x, distributed::Group& g) {
   at::Tensor y = x.contiguous().clone();
-  dist::all_reduce(g, y);
+  distributed::all_reduce(g, y);
   return y;
 }
 
 struct CopyToTP : Function<CopyToTP> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, dist::Group* g) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, distributed::Group* g) {
     save_group(ctx, g);
     return x.view_as(x);
   }
@@ -38,7 +38,7 @@ struct CopyToTP : Function<CopyToTP> {
 };
 
 struct ReduceFromTP : Function<ReduceFromTP> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, dist::Group* g) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, distributed::Group* g) {
     return summed(x, *g);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -47,29 +47,29 @@ struct ReduceFromTP : Function<ReduceFromTP> {
 };
 
 struct GatherFromSP : Function<GatherFromSP> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, dist::Group* g) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, distributed::Group* g) {
     save_group(ctx, g);
-    return dist::all_gather(*g, x, 1);
+    return distributed::all_gather(*g, x, 1);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {dist::reduce_scatter(group_of(ctx), grads[0], 1), at::Tensor()};
+    return {distributed::reduce_scatter(group_of(ctx), grads[0], 1), at::Tensor()};
   }
 };
 
 struct ScatterToSP : Function<ScatterToSP> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, dist::Group* g) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, distributed::Group* g) {
     save_group(ctx, g);
-    return dist::reduce_scatter(*g, x, 1);
+    return distributed::reduce_scatter(*g, x, 1);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {dist::all_gather(group_of(ctx), grads[0], 1), at::Tensor()};
+    return {distributed::all_gather(group_of(ctx), grads[0], 1), at::Tensor()};
   }
 };
 
 struct GatherLastDim : Function<GatherLastDim> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, dist::Group* g) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, distributed::Group* g) {
     save_group(ctx, g);
-    return dist::all_gather(*g, x, x.dim() - 1);
+    return distributed::all_gather(*g, x, x.dim() - 1);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto& g = group_of(ctx);
@@ -80,7 +80,7 @@ struct GatherLastDim : Function<GatherLastDim> {
 
 struct VocabParallelCE : Function<VocabParallelCE> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets,
-                            int64_t vocab_start, int64_t real_vocab, dist::Group* g,
+                            int64_t vocab_start, int64_t real_vocab, distributed::Group* g,
                             int64_t ignore_index) {
     const int64_t local_vocab = logits.size(1);
     at::Tensor x = logits.to(at::kFloat).clone();
@@ -89,18 +89,18 @@ struct VocabParallelCE : Function<VocabParallelCE> {
     if (real_here < local_vocab) x.narrow(1, real_here, local_vocab - real_here).fill_(-INFINITY);
 
     at::Tensor max = x.amax(1);
-    dist::all_reduce_max(*g, max);
+    distributed::all_reduce_max(*g, max);
     x.sub_(max.unsqueeze(1));
 
     const at::Tensor valid = targets.ne(ignore_index);
     const at::Tensor in_range = targets.ge(vocab_start).logical_and(targets.lt(vocab_start + local_vocab));
     const at::Tensor local_target = (targets - vocab_start).clamp(0, local_vocab - 1);
     at::Tensor target_logit = x.gather(1, local_target.unsqueeze(1)).squeeze(1) * in_range;
-    dist::all_reduce(*g, target_logit);
+    distributed::all_reduce(*g, target_logit);
 
     at::Tensor exp = x.exp_();
     at::Tensor sum_exp = exp.sum(1);
-    dist::all_reduce(*g, sum_exp);
+    distributed::all_reduce(*g, sum_exp);
 
     at::Tensor loss = (sum_exp.log() - target_logit) * valid;
     exp.div_(sum_exp.unsqueeze(1));  // now the local slice of the softmax
@@ -120,25 +120,38 @@ struct VocabParallelCE : Function<VocabParallelCE> {
 
 }  // namespace
 
-at::Tensor copy_to_tp(const at::Tensor& x, dist::Group& g) {
+at::Tensor copy_to_tp(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : CopyToTP::apply(x, &g);
 }
-at::Tensor reduce_from_tp(const at::Tensor& x, dist::Group& g) {
+at::Tensor reduce_from_tp(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : ReduceFromTP::apply(x, &g);
 }
-at::Tensor gather_from_sp(const at::Tensor& x, dist::Group& g) {
+at::Tensor gather_from_sp(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : GatherFromSP::apply(x, &g);
 }
-at::Tensor scatter_to_sp(const at::Tensor& x, dist::Group& g) {
+at::Tensor scatter_to_sp(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : ScatterToSP::apply(x, &g);
 }
-at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& g) {
+at::Tensor gather_last_dim(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : GatherLastDim::apply(x, &g);
+}
+
+void reduce_sequence_parallel_grads(const std::vector<at::Tensor>& grads, distributed::Group& g) {
+  if (grads.empty() || g.size() == 1) return;
+  std::vector<at::Tensor> rows;
+  for (const auto& grad : grads) rows.push_back(grad.reshape(-1));
+  at::Tensor flat = at::cat(rows);
+  distributed::all_reduce(g, flat);
+  int64_t at = 0;
+  for (const auto& grad : grads) {
+    grad.view(-1).copy_(flat.narrow(0, at, grad.numel()));
+    at += grad.numel();
+  }
 }
 
 at::Tensor linear_in(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                      at::ScalarType dtype) {
-  if (dtype == at::kFloat) return model::linear(x, w, b);
+  if (dtype == at::kFloat) return ops::linear(x, w, b);
   // Autocast by hand: the matmul runs in `dtype`; casts are differentiable, so the weight's
   // gradient arrives in fp32 for the fp32 master copy.
   at::Tensor y = at::linear(x.to(dtype), w.to(dtype), b.defined() ? b.to(dtype) : b);
@@ -169,11 +182,11 @@ at::Tensor VocabParallelEmbedding::forward(const at::Tensor& tokens, const TPCon
 }
 
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
-                                        int64_t vocab_start, int64_t real_vocab, dist::Group& g,
+                                        int64_t vocab_start, int64_t real_vocab, distributed::Group& g,
                                         int64_t ignore_index) {
   // Also at tp = 1: LibTorch 1.13's cross_entropy (log_softmax + nll_loss) took ~150 ms of a
   // 0.7 s step of the small benchmark model, these few passes ~15 ms.
   return VocabParallelCE::apply(logits, targets, vocab_start, real_vocab, &g, ignore_index);
 }
 
-}  // namespace trainer::model
+}  // namespace trainer::tensor_parallel

@@ -14,25 +14,31 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "dist/comm.hpp"
+#include <vector>
 
-namespace trainer::model {
+#include "distributed/comm.hpp"
+
+namespace trainer::tensor_parallel {
 
 // What every TP layer needs to know about the run.
 struct TPContext {
-  dist::Group* group = nullptr;
+  distributed::Group* group = nullptr;
   bool sequence_parallel = false;
   at::ScalarType compute_dtype = at::kFloat;  // bf16: matmuls in bf16, fp32 elsewhere
   int rank() const { return group->index(); }
   int size() const { return group->size(); }
 };
 
-at::Tensor copy_to_tp(const at::Tensor& x, dist::Group& g);
-at::Tensor reduce_from_tp(const at::Tensor& x, dist::Group& g);
-at::Tensor gather_from_sp(const at::Tensor& x, dist::Group& g);
-at::Tensor scatter_to_sp(const at::Tensor& x, dist::Group& g);
+at::Tensor copy_to_tp(const at::Tensor& x, distributed::Group& g);
+at::Tensor reduce_from_tp(const at::Tensor& x, distributed::Group& g);
+at::Tensor gather_from_sp(const at::Tensor& x, distributed::Group& g);
+at::Tensor scatter_to_sp(const at::Tensor& x, distributed::Group& g);
 // Gathers a column-parallel output along the last dim (backward keeps our slice).
-at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& g);
+at::Tensor gather_last_dim(const at::Tensor& x, distributed::Group& g);
+// Under sequence parallelism the parameters replicated over TP (norms, row-parallel biases,
+// learned positions) see only this rank's tokens: sums their gradients over TP, in place, in
+// one all-reduce.
+void reduce_sequence_parallel_grads(const std::vector<at::Tensor>& grads, distributed::Group& g);
 
 // y = x W^T (+ b) with the matmul in `dtype` and the result in fp32.
 at::Tensor linear_in(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
@@ -66,7 +72,7 @@ struct VocabParallelEmbedding {
 // logits: [N, V/tp] fp32 slice starting at vocab_start; targets: [N] global ids, ignore_index
 // marks positions without a target. Returns the per-position loss [N] (0 where ignored).
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
-                                        int64_t vocab_start, int64_t real_vocab, dist::Group& g,
+                                        int64_t vocab_start, int64_t real_vocab, distributed::Group& g,
                                         int64_t ignore_index = -100);
 
-}  // namespace trainer::model
+}  // namespace trainer::tensor_parallel

@@ -8,7 +8,7 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "data/tokenizer.hpp"
-#include "dist/comm.hpp"
+#include "distributed/comm.hpp"
 #include "model/gpt.hpp"
 
 namespace trainer {
@@ -28,7 +28,7 @@ std::string generate(const GenerateOptions& opts) {
     throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
                              " ids but the model only " + std::to_string(cfg.model.vocab_size));
 
-  dist::Comm comm(dist::JobEnv{}, dist::Grid(1, 1, 1), std::chrono::seconds(10));
+  distributed::Comm comm(distributed::JobEnv{}, distributed::Grid(1, 1, 1), std::chrono::seconds(10));
   model::GPT gpt(cfg, comm, {0}, {{0, cfg.model.layers}});
   checkpoint::load_params(dir, cfg, gpt.params());
   auto& chunk = gpt.chunks()[0];

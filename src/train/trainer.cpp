@@ -1,5 +1,7 @@
 #include "train/trainer.hpp"
 
+#include "runtime/clock.hpp"
+
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -15,21 +17,22 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/shards.hpp"
 #include "data/batches.hpp"
-#include "dist/comm.hpp"
-#include "dist/data_parallel.hpp"
+#include "distributed/comm.hpp"
+#include "data_parallel/data_parallel.hpp"
+#include "train/finalize_grads.hpp"
 #include "metrics/metrics.hpp"
 #include "model/flops.hpp"
 #include "model/gpt.hpp"
 #include "optim/adamw.hpp"
-#include "pipeline/runner.hpp"
-#include "pipeline/schedule.hpp"
+#include "pipeline_parallel/runner.hpp"
+#include "pipeline_parallel/schedule.hpp"
 #include "runtime/device.hpp"
 
 namespace trainer {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using runtime::Clock;
+using runtime::seconds_since;
 
 // SIGTERM / SIGUSR1 (Slurm's warning before a time limit): checkpoint at the end of the step,
 // then exit cleanly.
@@ -37,13 +40,13 @@ std::atomic<int> g_stop_signal{0};
 void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 // Whether any rank got a stop signal (every rank must take the same decision).
-bool stop_requested(dist::Comm& comm) {
+bool stop_requested(distributed::Comm& comm) {
   at::Tensor flag = at::full({1}, static_cast<double>(g_stop_signal.load()), at::kDouble);
-  dist::all_reduce_max(comm.world(), flag);
+  distributed::all_reduce_max(comm.world(), flag);
   return flag.item<double>() > 0;
 }
 
-double comm_seconds(const dist::Comm& comm) {
+double comm_seconds(const distributed::Comm& comm) {
   double s = 0;
   for (const auto* g : comm.groups()) s += g->stats().seconds;
   return s;
@@ -51,20 +54,20 @@ double comm_seconds(const dist::Comm& comm) {
 
 // Global chunk ids owned by this pipeline rank: stage, stage + pp, ... (interleaved).
 std::vector<int> my_chunks(const Config& cfg, int stage) {
-  const int v = cfg.parallel.schedule == "interleaved-1f1b" ? cfg.parallel.virtual_stages : 1;
+  const int v = virtual_stages_in_effect(cfg.parallel);
   std::vector<int> ids;
-  for (int c = 0; c < v; ++c) ids.push_back(c * cfg.parallel.pp + stage);
+  for (int c = 0; c < v; ++c) ids.push_back(pipeline_parallel::global_chunk(c, stage, cfg.parallel.pp));
   return ids;
 }
 
 // Mean validation loss over train.eval_iters global batches (known on the last stage).
-double evaluate(const Config& cfg, dist::Comm& comm, pipeline::Runner& runner,
+double evaluate(const Config& cfg, distributed::Comm& comm, pipeline_parallel::Runner& runner,
                 const data::BatchSource& source, double loss_scale) {
   double total = 0;
   for (int i = 0; i < cfg.train.eval_iters; ++i)
     total += runner.eval_step(data::local_microbatches(source, cfg, i, comm.coord().dp, comm.device()), loss_scale);
   at::Tensor loss = at::full({1}, total / cfg.train.eval_iters, at::kDouble);
-  if (runner.holds_loss()) dist::all_reduce(comm.dp(), loss);
+  if (runner.holds_loss()) distributed::all_reduce(comm.dp(), loss);
   return loss.item<double>();
 }
 
@@ -72,7 +75,7 @@ double evaluate(const Config& cfg, dist::Comm& comm, pipeline::Runner& runner,
 double activation_bytes(const Config& cfg, model::GPT& model, int stage) {
   const auto& p = cfg.parallel;
   const int m = num_microbatches(cfg);
-  const int in_flight = p.schedule == "gpipe" ? m : std::min(m, p.pp - stage) * static_cast<int>(model.chunks().size());
+  const int in_flight = p.schedule == Schedule::GPipe ? m : std::min(m, p.pp - stage) * static_cast<int>(model.chunks().size());
   const bool sp = p.sequence_parallel && p.tp > 1;
   double per_mb = 0;
   for (auto& c : model.chunks()) {
@@ -82,9 +85,74 @@ double activation_bytes(const Config& cfg, model::GPT& model, int stage) {
   return per_mb * in_flight;
 }
 
+// Splits a step's wall time into compute, optimizer, exposed communication and bubble, from
+// the clock and the communication layer's counters.
+class StepClock {
+ public:
+  explicit StepClock(const distributed::Comm& comm) : comm_(comm), start_(Clock::now()), comm_start_(comm_seconds(comm)) {}
+  void optimizer_starts() {
+    optimizer_start_ = Clock::now();
+    comm_at_optimizer_ = comm_seconds(comm_);
+  }
+  // ZeRO-1's parameter all-gather inside the optimizer counts as communication, not optimizer.
+  void optimizer_ends() { optimizer_ = seconds_since(optimizer_start_) - (comm_seconds(comm_) - comm_at_optimizer_); }
+  // `bubble`: the time this stage waited for its pipeline neighbours.
+  metrics::StepTimes split(double bubble) const {
+    metrics::StepTimes t;
+    t.total = seconds_since(start_);
+    t.bubble = bubble;
+    t.comm = comm_seconds(comm_) - comm_start_ - bubble;
+    t.optimizer = optimizer_;
+    t.compute = std::max(0.0, t.total - t.comm - t.bubble - t.optimizer);
+    return t;
+  }
+
+ private:
+  const distributed::Comm& comm_;
+  Clock::time_point start_, optimizer_start_;
+  double comm_start_ = 0, comm_at_optimizer_ = 0, optimizer_ = 0;
+};
+
+// The objects a checkpoint saves and restores.
+struct Checkpointed {
+  const Config& cfg;
+  distributed::Comm& comm;
+  model::GPT& model;
+  optim::AdamW& optimizer;
+  data_parallel::DataParallel& dp;
+};
+
+// Continues from checkpoint.dir/latest, at whatever layout this run has, when there is one and
+// `allowed`; leftovers of an interrupted save are removed first.
+checkpoint::TrainState resume(const Checkpointed& c, bool allowed) {
+  checkpoint::TrainState state;
+  if (c.cfg.checkpoint.dir.empty()) return state;
+  if (c.comm.rank() == 0) checkpoint::remove_partial_saves(c.cfg.checkpoint.dir);
+  distributed::barrier(c.comm.world());
+  const auto dir = checkpoint::latest(c.cfg.checkpoint.dir);
+  if (!dir || !allowed) return state;
+  const auto t0 = Clock::now();
+  state = checkpoint::load(*dir, c.cfg, c.model.params(), c.optimizer, c.dp);
+  if (c.comm.rank() == 0) spdlog::info("resumed from {} (step {}) in {:.2f}s", *dir, state.step, seconds_since(t0));
+  return state;
+}
+
+void save(const Checkpointed& c, checkpoint::TrainState& state, const char* why) {
+  if (c.cfg.checkpoint.dir.empty()) return;
+  const auto t0 = Clock::now();
+  state.consumed_samples = static_cast<std::int64_t>(state.step) * c.cfg.train.global_batch_size;
+  const std::string dir = checkpoint::save(c.cfg, c.comm, c.model.params(), c.optimizer, c.dp, state);
+  if (c.comm.rank() == 0) spdlog::info("checkpoint {} saved ({}) in {:.2f}s", dir, why, seconds_since(t0));
+}
+
+// Test-only faults, injected where a real one would strike (TrainOptions).
+void inject_test_faults(const TrainOptions& opts, int step, data_parallel::DataParallel& dp) {
+  if (step == opts.inject_nonfinite_step) dp.buckets().front().grads[0] = NAN;
+}
+
 }  // namespace
 
-int threads_for(const Config& cfg, const dist::JobEnv& job) {
+int threads_for(const Config& cfg, const distributed::JobEnv& job) {
   if (cfg.runtime.threads > 0) return cfg.runtime.threads;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, job.local_world_size));
@@ -92,32 +160,35 @@ int threads_for(const Config& cfg, const dist::JobEnv& job) {
 
 // runtime.backend "auto": NCCL when the ranks compute on CUDA and each has a GPU of its own
 // (NCCL refuses two ranks on one device), else Gloo.
-bool use_nccl(const Config& cfg, const dist::JobEnv& job, const c10::Device& device) {
-  if (cfg.runtime.backend == "nccl" && !device.is_cuda())
+bool use_nccl(const Config& cfg, const distributed::JobEnv& job, const c10::Device& device) {
+  if (cfg.runtime.backend == BackendKind::Nccl && !device.is_cuda())
     throw ConfigError("runtime.backend = nccl: NCCL needs CUDA tensors but this rank computes on the CPU; "
                       "fix: use runtime.device=cuda on a GPU machine, or runtime.backend=gloo");
-  if (cfg.runtime.backend != "auto") return cfg.runtime.backend == "nccl";
+  if (cfg.runtime.backend != BackendKind::Auto) return cfg.runtime.backend == BackendKind::Nccl;
   return device.is_cuda() && job.local_world_size <= runtime::gpu_count();
 }
 
-int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions& opts) {
+int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainOptions& opts) {
   at::set_num_threads(threads_for(cfg, job));
   at::set_num_interop_threads(1);
   const auto& p = cfg.parallel;
-  dist::Grid grid(p.dp, p.pp, p.tp);
+  distributed::Grid grid(p.dp, p.pp, p.tp);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.runtime.collective_timeout_s * 1000));
   const c10::Device device = runtime::choose_device(cfg.runtime.device, job.local_rank);
   runtime::use_device(device, cfg.runtime.tf32);
-  dist::Comm comm(job, grid, timeout, device, use_nccl(cfg, job, device));
-  const dist::Coord me = comm.coord();
+  distributed::Comm comm(job, grid, timeout, device, use_nccl(cfg, job, device));
+  const distributed::Coord me = comm.coord();
 
-  const int v = p.schedule == "interleaved-1f1b" ? p.virtual_stages : 1;
-  const auto ranges = pipeline::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
+  const int v = virtual_stages_in_effect(p);
+  const auto ranges = pipeline_parallel::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
   model::GPT model(cfg, comm, my_chunks(cfg, me.pp), ranges);
-  dist::DataParallel dp(model.params(), comm, cfg.optim.bucket_mb, cfg.optim.zero_stage == 1,
-                        cfg.model.tied_embeddings, cfg.optim.grad_reduce_dtype == "bf16");
+  data_parallel::DataParallel::Options dp_options;
+  dp_options.bucket_mb = cfg.optim.bucket_mb;
+  dp_options.zero1 = cfg.optim.zero_stage == 1;
+  dp_options.bf16_reduction = cfg.optim.grad_reduce_dtype == DType::Bf16;
+  data_parallel::DataParallel dp(model.params(), comm, dp_options);
   optim::AdamW optimizer(cfg.optim, dp, comm);
-  pipeline::Runner runner(cfg, model, comm);
+  pipeline_parallel::Runner runner(cfg, model, comm);
   auto source = data::make_source(cfg);
   // Validation samples: a held-out stream (synthetic) or data.valid_path.
   auto valid_source = cfg.train.eval_interval > 0 ? data::make_validation_source(cfg) : nullptr;
@@ -130,80 +201,62 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
   if (p.pp > 1 && microbatches < p.pp && comm.rank() == 0)
     spdlog::warn("{} microbatches for {} pipeline stages: the bubble ({:.0f}%) dominates; raise "
                  "train.global_batch_size or lower parallel.micro_batch_size",
-                 microbatches, p.pp, 100 * pipeline::theoretical_bubble(p.pp, microbatches, v));
+                 microbatches, p.pp, 100 * pipeline_parallel::theoretical_bubble(p.pp, microbatches, v));
 
-  // Resume from the latest checkpoint, at whatever layout this run has.
-  checkpoint::TrainState state;
-  if (!cfg.checkpoint.dir.empty()) {
-    if (comm.rank() == 0) checkpoint::remove_partial_saves(cfg.checkpoint.dir);
-    dist::barrier(comm.world());
-    if (auto dir = checkpoint::latest(cfg.checkpoint.dir); dir && opts.resume) {
-      const auto t0 = Clock::now();
-      state = checkpoint::load(*dir, cfg, model.params(), optimizer, dp);
-      if (comm.rank() == 0) spdlog::info("resumed from {} (step {}) in {:.2f}s", *dir, state.step, since(t0));
-    }
-  }
+  const Checkpointed checkpointed{cfg, comm, model, optimizer, dp};
+  checkpoint::TrainState state = resume(checkpointed, opts.resume);
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
-  auto save = [&](const char* why) {
-    if (cfg.checkpoint.dir.empty()) return;
-    const auto t0 = Clock::now();
-    state.consumed_samples = static_cast<std::int64_t>(state.step) * cfg.train.global_batch_size;
-    const std::string dir = checkpoint::save(cfg, comm, model.params(), optimizer, dp, state);
-    if (comm.rank() == 0) spdlog::info("checkpoint {} saved ({}) in {:.2f}s", dir, why, since(t0));
-  };
 
   std::ofstream losses;
   if (!opts.dump_dir.empty() && runner.holds_loss() && me.dp == 0 && me.tp == 0) {
     std::filesystem::create_directories(opts.dump_dir);
     losses.open(opts.dump_dir + "/losses.txt");
   }
-  int& skipped = state.skipped;
   const int first_step = state.step;
   for (int step = state.step; step < cfg.train.steps; ++step) {
-    const auto t0 = Clock::now();
-    const double comm0 = comm_seconds(comm);
+    StepClock clock(comm);
     // 1. this rank's share of the global batch
     auto batch = data::local_microbatches(*source, cfg, step, me.dp, comm.device());
     // 2. forward and backward through the pipeline; DP reduction starts during the last backward
     dp.zero_grad();
     auto stats = runner.train_step(batch, loss_scale, [&](int chunk) { dp.enable_sync(chunk); });
-    // 3. finish the gradient reduction (DP buckets, tied embedding, sequence-parallel norms)
-    dp.finish();
-    if (step == opts.inject_nonfinite_step) dp.buckets().front().grads[0] = NAN;
+    // 3. finish the gradients: DP reduction, tied embedding copies, sequence-parallel sums
+    finalize_grads(dp, model.params(), comm);
+    inject_test_faults(opts, step, dp);
     // 4. clip and step, unless the gradients are not finite
     const double norm = optimizer.grad_norm();
     const double lr = optim::learning_rate(cfg.optim, step, cfg.train.steps);
-    const bool finite = std::isfinite(norm);
-    const auto t_optimizer = Clock::now();
-    const double comm_before_optimizer = comm_seconds(comm);
-    if (finite) {
+    clock.optimizer_starts();
+    if (std::isfinite(norm)) {
       optimizer.clip(norm);
       optimizer.step(lr);
     } else {
-      ++skipped;
+      ++state.skipped;
       dp.zero_grad();  // drop the poisoned gradients; parameters and moments are untouched
-      if (cfg.optim.nonfinite == "abort") {
+      if (cfg.optim.nonfinite == NonFinite::Abort) {
         spdlog::error("step {}: gradient norm is {}; aborting (optim.nonfinite=abort)", step + 1, norm);
         return 3;
       }
       if (comm.rank() == 0) spdlog::warn("step {}: gradient norm is {}; step skipped", step + 1, norm);
     }
-    // (ZeRO-1's parameter all-gather inside the step counts as communication)
-    const double optimizer_seconds = since(t_optimizer) - (comm_seconds(comm) - comm_before_optimizer);
+    clock.optimizer_ends();
     // 5. log: the loss lives on the last stage; sum the DP shares there
     at::Tensor loss = at::full({1}, stats.loss, at::kDouble);
-    if (runner.holds_loss()) dist::all_reduce(comm.dp(), loss);
-    metrics::StepTimes times;
-    times.total = since(t0);
-    times.bubble = stats.wait_seconds;
-    times.comm = comm_seconds(comm) - comm0 - stats.wait_seconds;
-    times.optimizer = optimizer_seconds;
-    times.compute = std::max(0.0, times.total - times.comm - times.bubble - times.optimizer);
+    if (runner.holds_loss()) distributed::all_reduce(comm.dp(), loss);
+    metrics::StepRecord record;
+    record.step = step + 1;
+    record.loss = loss.item<double>();
+    record.lr = lr;
+    record.grad_norm = norm;
+    record.times = clock.split(stats.wait_seconds);
+    record.skipped = state.skipped;
+    record.max_in_flight = stats.max_in_flight;
+    record.buckets_overlapped = dp.launched_in_backward();
+    record.buckets = static_cast<int>(dp.buckets().size());
     if (step == first_step) logger.memory_after_first_step();
-    logger.step(step + 1, loss.item<double>(), lr, norm, times, skipped, stats.max_in_flight,
-                dp.launched_in_backward(), static_cast<int>(dp.buckets().size()));
-    if (losses.is_open()) losses << std::setprecision(17) << loss.item<double>() << ' ' << norm << '\n';
+    logger.step(record);
+    if (losses.is_open()) losses << std::setprecision(17) << record.loss << ' ' << norm << '\n';
     state.step = step + 1;
     if (valid_source && (state.step % cfg.train.eval_interval == 0 || state.step == cfg.train.steps)) {
       const double eval_loss = evaluate(cfg, comm, runner, *valid_source, loss_scale);
@@ -211,22 +264,22 @@ int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions&
     }
     // 6. checkpoint on schedule, or on a stop signal (then leave cleanly)
     if (state.step == opts.exit_after && state.step < cfg.train.steps) {
-      save("--exit-after");
+      save(checkpointed, state, "--exit-after");
       return 0;
     }
     if (stop_requested(comm)) {
-      save("stop signal");
+      save(checkpointed, state, "stop signal");
       if (comm.rank() == 0) spdlog::warn("stopping after step {} on a signal", state.step);
       return 0;
     }
     if (cfg.checkpoint.interval > 0 && state.step % cfg.checkpoint.interval == 0 && state.step < cfg.train.steps)
-      save("interval");
+      save(checkpointed, state, "interval");
   }
-  save("end of training");
+  save(checkpointed, state, "end of training");
   if (!opts.dump_dir.empty())
     checkpoint::write_pieces(opts.dump_dir + "/rank" + std::to_string(comm.rank()),
                              checkpoint::param_pieces(model.params(), true));
-  dist::barrier(comm.world());
+  distributed::barrier(comm.world());
   return 0;
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "dist/job_env.hpp"
+#include "distributed/job_env.hpp"
 
 namespace trainer {
 
@@ -17,9 +17,9 @@ struct TrainOptions {
 };
 
 // Returns the process exit code.
-int run_training(const Config& cfg, const dist::JobEnv& job, const TrainOptions& opts);
+int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainOptions& opts);
 
 // Intra-op threads for this process: runtime.threads, or cores / local processes.
-int threads_for(const Config& cfg, const dist::JobEnv& job);
+int threads_for(const Config& cfg, const distributed::JobEnv& job);
 
 }  // namespace trainer

@@ -15,8 +15,8 @@
 #include "config/config.hpp"
 #include "data/batches.hpp"
 #include "data/indexed_dataset.hpp"
-#include "dist/comm.hpp"
-#include "dist/job_env.hpp"
+#include "distributed/comm.hpp"
+#include "distributed/job_env.hpp"
 #include "helpers.hpp"
 
 namespace {
@@ -33,23 +33,23 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 int tp_data_worker() {
   using namespace trainer;
   const std::string dir = testing::env_or("TEST_OUT", ".");
-  const dist::JobEnv job = dist::detect_job_env(dist::current_environment());
-  dist::Comm comm(job, dist::Grid(1, 1, 2), std::chrono::seconds(30));
+  const distributed::JobEnv job = distributed::detect_job_env(distributed::current_environment());
+  distributed::Comm comm(job, distributed::Grid(1, 1, 2), std::chrono::seconds(30));
   Config cfg = load_config(testing::source_dir() + "/configs/small.yaml",
                            {"parallel.tp=2", "data.source=indexed", "data.path=" + dir + "/corpus"});
   auto source = data::make_source(cfg);
   const int batch = cfg.train.global_batch_size;  // dp = 1: this rank's samples of the step
   std::vector<double> read, broadcast_total;
   for (int step = 0; step < 300; ++step) {
-    dist::barrier(comm.tp());
+    distributed::barrier(comm.tp());
     auto t0 = Clock::now();
     at::Tensor local = source->samples(static_cast<std::int64_t>(step) * batch, batch);  // every peer reads
     read.push_back(seconds_since(t0));
-    dist::barrier(comm.tp());
+    distributed::barrier(comm.tp());
     t0 = Clock::now();  // rank 0 reads and sends the same [batch, seq_len + 1] block
     at::Tensor sent = comm.tp().index() == 0 ? source->samples(static_cast<std::int64_t>(step) * batch, batch)
                                              : at::empty_like(local);
-    dist::broadcast(comm.tp(), sent, 0);
+    distributed::broadcast(comm.tp(), sent, 0);
     broadcast_total.push_back(seconds_since(t0));
     if (!sent.equal(local)) return 1;
   }

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "data/indexed_dataset.hpp"
-#include "dist/launcher.hpp"
+#include "distributed/launcher.hpp"
 #include "helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -66,7 +66,7 @@ TEST_CASE("bad input everywhere: a table of cases, each a clear error in time", 
   for (const auto& step : fs::directory_iterator(dir.file("bad_ckpt")))
     if (fs::is_directory(step)) fs::resize_file(step.path() / "rank0.pt", fs::file_size(step.path() / "rank0.pt") / 2);
   testing::write_file(dir.file("a_file"), "x");
-  const std::string port = std::to_string(trainer::dist::free_port());
+  const std::string port = std::to_string(trainer::distributed::free_port());
 
   const std::vector<Case> cases = {
       // config files and overrides

@@ -7,7 +7,7 @@
 #include <regex>
 
 #include "checkpoint/shards.hpp"
-#include "dist/launcher.hpp"
+#include "distributed/launcher.hpp"
 #include "helpers.hpp"
 #include "catch_torch.hpp"
 
@@ -250,7 +250,7 @@ TEST_CASE("generate samples from a checkpoint deterministically", "[checkpoint][
 TEST_CASE("kill -9 of a rank in the middle of a save leaves latest on a loadable checkpoint", "[checkpoint][mp]") {
   testing::TempDir dir;
   const std::string ckpt = dir.file("ckpt");
-  const int port = trainer::dist::free_port();
+  const int port = trainer::distributed::free_port();
   // A model big enough that a save takes a while (~40 MB per rank), saved after every step.
   const std::string train = testing::trainer_bin() + " train " + testing::source_dir() + "/configs/tiny.yaml" +
       " --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1 --set model.hidden=256 --set model.ffn=1024"

@@ -12,11 +12,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "dist/comm.hpp"
-#include "dist/launcher.hpp"
+#include "distributed/comm.hpp"
+#include "distributed/launcher.hpp"
 #include "helpers.hpp"
 
-using namespace trainer::dist;
+using namespace trainer::distributed;
 
 namespace {
 

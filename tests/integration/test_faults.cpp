@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "dist/launcher.hpp"
+#include "distributed/launcher.hpp"
 #include "helpers.hpp"
 #include "catch_torch.hpp"
 
@@ -27,7 +27,7 @@ struct Outcome {
 
 Outcome two_ranks_then(const std::string& action) {
   testing::TempDir dir;
-  const int port = trainer::dist::free_port();
+  const int port = trainer::distributed::free_port();
   const std::string run = "env RANK=%R WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
                           " " + testing::trainer_bin() + " train " + testing::source_dir() + "/configs/tiny.yaml" +
                           " --set parallel.dp=1 --set parallel.pp=2 --set parallel.tp=1 --set train.steps=100000" +
@@ -177,7 +177,7 @@ TEST_CASE("under trainer launch nothing listens beyond 127.0.0.1 and SIGTERM lea
 
 TEST_CASE("rank 0's store listens on MASTER_ADDR only - under a manual launch", "[faults][mp]") {
   testing::TempDir dir;
-  const std::string port = std::to_string(trainer::dist::free_port());
+  const std::string port = std::to_string(trainer::distributed::free_port());
   auto rank = [&](int r) {
     return "env RANK=" + std::to_string(r) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " " +
            testing::trainer_bin() + " train " + testing::source_dir() + "/configs/tiny.yaml" +
@@ -244,7 +244,7 @@ TEST_CASE("a taken MASTER_PORT and a store nobody serves are clear errors within
   const std::string cfg = testing::source_dir() + "/configs/tiny.yaml";
   const std::string layout = " --set parallel.dp=2 --set parallel.pp=1 --set parallel.tp=1 --set runtime.collective_timeout_s=5";
   // Rank 0 must serve the store, but something else already listens on the port.
-  const int port = trainer::dist::free_port();
+  const int port = trainer::distributed::free_port();
   auto taken = testing::run(testing::python() + " -c \"import socket,subprocess,sys; s=socket.socket(); "
                             "s.bind(('127.0.0.1'," + std::to_string(port) + ")); s.listen(); "
                             "sys.exit(subprocess.call(sys.argv[1], shell=True))\" 'env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
@@ -253,7 +253,7 @@ TEST_CASE("a taken MASTER_PORT and a store nobody serves are clear errors within
   CHECK(taken.code != 0);
   CHECK(taken.output.find("cannot join the job store at 127.0.0.1:" + std::to_string(port)) != std::string::npos);
   // Rank 1 waits for a store that never comes: it gives up after the timeout, saying where.
-  const int nobody = trainer::dist::free_port();
+  const int nobody = trainer::distributed::free_port();
   const auto t0 = std::chrono::steady_clock::now();
   auto lonely = testing::run("env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(nobody) + " " +
                              testing::trainer_bin() + " train " + cfg + layout, 60);

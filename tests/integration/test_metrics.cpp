@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "config/config.hpp"
-#include "dist/comm.hpp"
+#include "distributed/comm.hpp"
 #include "helpers.hpp"
 #include "metrics/metrics.hpp"
 #include "metrics/tensorboard.hpp"
@@ -201,13 +201,15 @@ const char* const kTrainFigures[] = {"loss", "lr", "grad_norm", "tokens_per_s", 
 // StepLogger on its own, one process: a step with a NaN loss, then an eval result.
 int step_logger_worker() {
   const std::string out = testing::env_or("TEST_OUT", "/tmp");
-  auto job = dist::detect_job_env(dist::current_environment());
+  auto job = distributed::detect_job_env(distributed::current_environment());
   Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", {"train.steps=5", "logging.dir=" + out});
-  dist::Comm comm(job, dist::Grid(1, 1, 1), std::chrono::seconds(30));
+  distributed::Comm comm(job, distributed::Grid(1, 1, 1), std::chrono::seconds(30));
   metrics::StepLogger logger(cfg, comm, true);
-  metrics::StepTimes times;
-  times.total = 0.5, times.compute = 0.3, times.comm = 0.15, times.bubble = 0.05;
-  logger.step(5, std::nan(""), 1e-3, 2.0, times, 1, 2, 3, 4);
+  metrics::StepRecord r;
+  r.step = 5, r.loss = std::nan(""), r.lr = 1e-3, r.grad_norm = 2.0;
+  r.times.total = 0.5, r.times.compute = 0.3, r.times.comm = 0.15, r.times.bubble = 0.05;
+  r.skipped = 1, r.max_in_flight = 2, r.buckets_overlapped = 3, r.buckets = 4;
+  logger.step(r);
   logger.eval(5, 2.0);
   return 0;
 }

@@ -12,12 +12,11 @@
 #include "checkpoint/shards.hpp"
 #include "config/config.hpp"
 #include "data/batches.hpp"
-#include "dist/comm.hpp"
-#include "dist/data_parallel.hpp"
+#include "distributed/comm.hpp"
 #include "helpers.hpp"
 #include "model/flops.hpp"
 #include "model/gpt.hpp"
-#include "model/parallel_linear.hpp"
+#include "tensor_parallel/parallel_linear.hpp"
 
 using namespace trainer;
 
@@ -34,24 +33,25 @@ std::vector<std::string> split_sets(const std::string& text) {
 // One forward and backward of the whole model at pp = 1, tp = world size.
 int tp_model_worker() {
   const std::string out = testing::env_or("TEST_OUT", "/tmp");
-  auto job = dist::detect_job_env(dist::current_environment());
+  auto job = distributed::detect_job_env(distributed::current_environment());
   auto sets = split_sets(testing::env_or("TEST_SETS", ""));
   sets.insert(sets.end(), {"parallel.dp=1", "parallel.pp=1", "parallel.tp=" + std::to_string(job.world_size)});
   Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", sets);
   validate(cfg, job.world_size);
-  dist::Comm comm(job, dist::Grid(1, 1, job.world_size), std::chrono::seconds(30));
+  distributed::Comm comm(job, distributed::Grid(1, 1, job.world_size), std::chrono::seconds(30));
   model::GPT gpt(cfg, comm, {0}, {{0, cfg.model.layers}});
   auto& chunk = gpt.chunks()[0];
   auto src = data::make_source(cfg);
   auto mb = data::local_microbatches(*src, cfg, 0, 0, c10::Device(c10::kCPU))[0];
   at::Tensor hidden = chunk.forward(mb.tokens);
-  at::Tensor logits = model::gather_last_dim(chunk.logits(hidden), comm.tp());
+  at::Tensor logits = tensor_parallel::gather_last_dim(chunk.logits(hidden), comm.tp());
   at::Tensor loss = chunk.loss_sum(hidden, mb.targets) / mb.targets.numel();
-  // The real gradient synchronisation (here: sequence-parallel norms over TP).
-  dist::DataParallel sync(gpt.params(), comm, 25.0, false, cfg.model.tied_embeddings);
-  sync.zero_grad();
   loss.backward();
-  sync.finish();
+  // Tensor parallelism's own part of gradient finalisation, nothing of DP or PP.
+  std::vector<at::Tensor> partial;
+  for (auto& p : gpt.params())
+    if (p.info.sequence_parallel_grad) partial.push_back(p.tensor.grad());
+  tensor_parallel::reduce_sequence_parallel_grads(partial, comm.tp());
   if (comm.rank() == 0) {
     std::vector<at::Tensor> result = {logits.detach().narrow(-1, 0, cfg.model.vocab_size).contiguous(), loss.detach()};
     torch::save(result, out + "/logits.pt");
@@ -76,8 +76,8 @@ TPRun run_tp(int tp, const std::string& sets) {
 
 // The reference: cross-entropy of the library on gathered, unpadded logits.
 int vocab_ce_worker() {
-  auto job = dist::detect_job_env(dist::current_environment());
-  dist::Comm comm(job, dist::Grid(1, 1, job.world_size), std::chrono::seconds(30));
+  auto job = distributed::detect_job_env(distributed::current_environment());
+  distributed::Comm comm(job, distributed::Grid(1, 1, job.world_size), std::chrono::seconds(30));
   const int64_t N = 12, real = 20, padded = 24;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
   at::Tensor full = at::randn({N, padded}, gen, at::kFloat) * 3;
@@ -87,9 +87,9 @@ int vocab_ce_worker() {
   targets[5] = real - 1;  // lives in the last shard, next to the padding
   const int64_t local = padded / job.world_size;
   at::Tensor mine = full.narrow(1, comm.tp().index() * local, local).clone().requires_grad_(true);
-  at::Tensor loss = model::vocab_parallel_cross_entropy(mine, targets, comm.tp().index() * local, real, comm.tp()).sum();
+  at::Tensor loss = tensor_parallel::vocab_parallel_cross_entropy(mine, targets, comm.tp().index() * local, real, comm.tp()).sum();
   loss.backward();
-  at::Tensor grad = dist::all_gather(comm.tp(), mine.grad(), 1);
+  at::Tensor grad = distributed::all_gather(comm.tp(), mine.grad(), 1);
 
   at::Tensor ref_logits = full.narrow(1, 0, real).clone().requires_grad_(true);
   at::Tensor ref = at::cross_entropy_loss(ref_logits, targets, {}, at::Reduction::Sum, -100);

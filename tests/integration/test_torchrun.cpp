@@ -1,7 +1,7 @@
 // trainer under the real torchrun of the project's torch 2.x (.venv): standalone, two "nodes"
 // with static and c10d rendezvous, and a restart after a killed worker. Each must reproduce the
 // built-in launcher's losses.
-#include "dist/launcher.hpp"
+#include "distributed/launcher.hpp"
 #include "helpers.hpp"
 #include "catch_torch.hpp"
 
@@ -42,7 +42,7 @@ TEST_CASE("two torchrun nodes - static and c10d rendezvous - give the same losse
   const auto ref = builtin_reference(dir);
   for (const std::string rdzv : {"static", "c10d"}) {
     INFO(rdzv);
-    const int port = trainer::dist::free_port();
+    const int port = trainer::distributed::free_port();
     const std::string dump = dir.file("two_" + rdzv);
     std::string node_args;
     if (rdzv == "static") node_args = "--nnodes 2 --nproc_per_node 4 --master_addr 127.0.0.1 --master_port " + std::to_string(port);
@@ -67,7 +67,7 @@ TEST_CASE("torchrun --max_restarts 1: a killed worker is restarted and the run r
   auto ref = testing::run(testing::trainer_bin() + " launch --nproc 2 -- train " + testing::source_dir() +
                           "/configs/tiny.yaml" + common + " --dump " + dir.file("ref"), 300);
   REQUIRE(ref.code == 0);
-  const int port = trainer::dist::free_port();
+  const int port = trainer::distributed::free_port();
   const std::string ckpt = dir.file("ckpt_restart");
   const std::string run = kTorchrun + " --nproc_per_node 2 --max_restarts 1 --monitor_interval 1 --master_port " +
                           std::to_string(port) + " --no-python " + testing::trainer_bin() + " train " +

@@ -23,7 +23,8 @@ TEST_CASE("overrides replace values and are type-checked", "[config]") {
   const std::string path = testing::source_dir() + "/configs/tiny.yaml";
   Config cfg = load_config(path, {"parallel.dp=1", "model.norm=rmsnorm", "optim.lr=0.5", "parallel.stage_layers=[1,3]"});
   CHECK(cfg.parallel.dp == 1);
-  CHECK(cfg.model.norm == "rmsnorm");
+  CHECK(cfg.model.norm == Norm::RmsNorm);
+  CHECK(name_of(cfg.model.norm) == "rmsnorm");
   CHECK(cfg.optim.lr == Approx(0.5));
   CHECK((cfg.parallel.stage_layers == std::vector<int>{1, 3}));
   CHECK_THROWS_WITH(load_config(path, {"parallel.dp=two"}), Catch::Contains("parallel.dp") && Catch::Contains("integer"));
@@ -47,11 +48,11 @@ TEST_CASE("every config key is documented with type and default", "[config]") {
     CHECK(!k.help.empty());
     CHECK(!k.type.empty());
   }
-  // The README's key table is generated from the schema; it must list every key.
-  const std::string readme = testing::read_file(testing::source_dir() + "/README.md");
+  // The key table in docs/config.md is generated from the schema; it must list every key.
+  const std::string table = testing::read_file(testing::source_dir() + "/docs/config.md");
   for (const auto& k : keys) {
     INFO(k.key);
-    CHECK(readme.find("`" + k.key + "`") != std::string::npos);
+    CHECK(table.find("`" + k.key + "`") != std::string::npos);
   }
 }
 
@@ -98,7 +99,9 @@ TEST_CASE("bad configs exit 2 naming key - value and fix", "[config][cli]") {
       {"unknown key in file", "optim:\n  learning_rate: 0.1\n", {}, 0, {"unknown key 'optim.learning_rate'", ":15", "lr"}},
       {"unknown section", "trainer:\n  x: 1\n", {}, 0, {"unknown section 'trainer'", ":14"}},
       {"wrong type in file", "runtime:\n  seed: abc\n", {}, 0, {"runtime.seed", "integer", "'abc'", ":15"}},
-      {"bool expected", "model:\n  bias: maybe\n", {}, 0, {"model.bias", "true or false"}},
+      {"bool expected", "runtime:\n  tf32: maybe\n", {}, 0, {"runtime.tf32", "true or false"}},
+      {"key given twice", "checkpoint:\n  interval: 1\n  interval: 2\n", {}, 0, {"key 'checkpoint.interval' is given twice", ":16", "first at", ":15"}},
+      {"section given twice", "model:\n  layers: 2\n", {}, 0, {"key 'model' is given twice", ":14", "first at", ":1)"}},
       {"hidden not divisible by heads", "", {"model.hidden=66"}, 0, {"model.hidden", "model.heads"}},
       {"stage_layers not summing", "", {"parallel.pp=2", "parallel.stage_layers=[1,2]"}, 0, {"parallel.stage_layers", "adds up to 3"}},
       {"virtual stages without interleaving", "", {"parallel.virtual_stages=2"}, 0, {"parallel.virtual_stages", "interleaved-1f1b"}},
@@ -108,7 +111,7 @@ TEST_CASE("bad configs exit 2 naming key - value and fix", "[config][cli]") {
   testing::TempDir dir;
   for (const auto& c : cases) {
     SECTION(c.name) {
-      // YAML sections may repeat only once: the extra text gets its own file section.
+      // The extra text follows the base config in the same file (its first line is line 14).
       std::string yaml = kBase;
       yaml += c.yaml;
       const std::string path = dir.file("bad.yaml");

@@ -1,4 +1,4 @@
-// The CPU fast paths of src/model/cpu_ops against LibTorch's own ops: forward values and every
+// The CPU fast paths of src/ops/cpu_ops against LibTorch's own ops: forward values and every
 // input gradient agree within 1e-5 of each tensor's largest entry, for contiguous inputs and for
 // the strided views the model feeds them (q, k, v sliced out of the fused qkv output, kᵀ).
 #include "catch_torch.hpp"
@@ -7,7 +7,7 @@
 #include <torch/torch.h>
 
 #include "helpers.hpp"
-#include "model/cpu_ops.hpp"
+#include "ops/cpu_ops.hpp"
 
 using namespace trainer;
 
@@ -44,19 +44,19 @@ double compare(const std::vector<at::Tensor>& inputs, F ours, G reference) {
 TEST_CASE("cpu_ops linear equals at::linear - with and without bias, 2-D and 3-D inputs", "[model][cpu_ops]") {
   torch::manual_seed(1);
   // The path under test is oneDNN's where libdnnl.so.2 is installed (scripts/setup.sh does).
-  if (model::onednn_matmuls()) CHECK(model::uses_onednn(at::zeros({1})));
-  else WARN("no libdnnl.so.2: model::linear is LibTorch's own here");
-  CHECK_FALSE(model::uses_onednn(at::zeros({1}, at::kBFloat16)));
+  if (ops::onednn_matmuls()) CHECK(ops::uses_onednn(at::zeros({1})));
+  else WARN("no libdnnl.so.2: ops::linear is LibTorch's own here");
+  CHECK_FALSE(ops::uses_onednn(at::zeros({1}, at::kBFloat16)));
   for (auto shape : {std::vector<int64_t>{6, 7}, std::vector<int64_t>{3, 5, 7}}) {
     at::Tensor x = at::randn(shape), w = at::randn({4, 7}), b = at::randn({4});
-    CHECK(compare({x, w, b}, [](auto& t) { return model::linear(t[0], t[1], t[2]); },
+    CHECK(compare({x, w, b}, [](auto& t) { return ops::linear(t[0], t[1], t[2]); },
                   [](auto& t) { return at::linear(t[0], t[1], t[2]); }) < 1e-5);
-    CHECK(compare({x, w}, [](auto& t) { return model::linear(t[0], t[1], at::Tensor()); },
+    CHECK(compare({x, w}, [](auto& t) { return ops::linear(t[0], t[1], at::Tensor()); },
                   [](auto& t) { return at::linear(t[0], t[1]); }) < 1e-5);
   }
   // A transposed (non-contiguous) input.
   at::Tensor xt = at::randn({7, 5}).t(), w = at::randn({3, 7});
-  CHECK(compare({xt, w}, [](auto& t) { return model::linear(t[0].t().t(), t[1], at::Tensor()); },
+  CHECK(compare({xt, w}, [](auto& t) { return ops::linear(t[0].t().t(), t[1], at::Tensor()); },
                 [](auto& t) { return at::linear(t[0], t[1]); }) < 1e-5);
 }
 
@@ -72,23 +72,23 @@ TEST_CASE("cpu_ops matmul equals at::matmul on the attention views", "[model][cp
     };
   };
   CHECK(compare({qkv},
-                attention([](const at::Tensor& a, const at::Tensor& b, double s) { return model::matmul(a, b, s); }),
+                attention([](const at::Tensor& a, const at::Tensor& b, double s) { return ops::matmul(a, b, s); }),
                 attention([](const at::Tensor& a, const at::Tensor& b, double s) { return at::matmul(a, b) * s; })) < 1e-5);
   // Contiguous operands and a single product.
   at::Tensor a = at::randn({3, 6, 5}), b = at::randn({3, 5, 2});
-  CHECK(compare({a, b}, [](auto& t) { return model::matmul(t[0], t[1]); },
+  CHECK(compare({a, b}, [](auto& t) { return ops::matmul(t[0], t[1]); },
                 [](auto& t) { return at::matmul(t[0], t[1]); }) < 1e-5);
   at::Tensor m = at::randn({64, 48}), n = at::randn({48, 40});
-  CHECK(compare({m, n}, [](auto& t) { return model::matmul(t[0], t[1]); },
+  CHECK(compare({m, n}, [](auto& t) { return ops::matmul(t[0], t[1]); },
                 [](auto& t) { return at::matmul(t[0], t[1]); }) < 1e-5);
 }
 
 TEST_CASE("cpu_ops gelu_tanh equals at::gelu(tanh) - including saturated inputs", "[model][cpu_ops]") {
   torch::manual_seed(3);
   at::Tensor x = at::cat({at::randn({1000}) * 3, at::tensor({-40.0f, -10.0f, 0.0f, 10.0f, 40.0f})});
-  CHECK(compare({x}, [](auto& t) { return model::gelu_tanh(t[0]); },
+  CHECK(compare({x}, [](auto& t) { return ops::gelu_tanh(t[0]); },
                 [](auto& t) { return at::gelu(t[0], "tanh"); }) < 1e-5);
-  at::Tensor y = model::gelu_tanh(at::tensor({-40.0f, 40.0f}));
+  at::Tensor y = ops::gelu_tanh(at::tensor({-40.0f, 40.0f}));
   CHECK(y[0].item<float>() == 0.0f);
   CHECK(y[1].item<float>() == 40.0f);
 }

@@ -17,6 +17,6 @@ TEST_CASE("FLOPs per token match a hand count", "[flops]") {
   // per layer: qkv 3*64 + proj 64 + fc1 256 + fc2 256 = 768 weights; head 8*16 = 128.
   // 6 * (2*768 + 128) = 9984; attention 12 * 2 * 4 * 8 = 768.
   CHECK(model::flops_per_token(m) == Approx(9984 + 768));
-  m.mlp = "swiglu";  // gate adds 256 per layer
+  m.mlp = Mlp::SwiGlu;  // gate adds 256 per layer
   CHECK(model::flops_per_token(m) == Approx(6.0 * (2 * 1024 + 128) + 768));
 }

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <set>
 
-#include "dist/grid.hpp"
+#include "distributed/grid.hpp"
 
-using namespace trainer::dist;
+using namespace trainer::distributed;
 
 TEST_CASE("grid mapping matches an explicit enumeration (tp fastest - then dp - then pp)", "[grid]") {
   const std::vector<std::array<int, 3>> shapes = {{1, 1, 1}, {8, 1, 1}, {1, 8, 1}, {1, 1, 8}, {2, 2, 2},

@@ -1,9 +1,9 @@
 // Rendezvous from each launcher's environment (pure: the environment is a map).
 #include <catch2/catch.hpp>
 
-#include "dist/job_env.hpp"
+#include "distributed/job_env.hpp"
 
-using namespace trainer::dist;
+using namespace trainer::distributed;
 
 TEST_CASE("torchrun variables - agent store and restart count", "[env]") {
   EnvMap env = {{"TORCHELASTIC_RUN_ID", "none"}, {"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},

@@ -6,14 +6,16 @@
 #include <set>
 #include <tuple>
 
-#include "pipeline/schedule.hpp"
+#include "pipeline_parallel/schedule.hpp"
 
-using namespace trainer::pipeline;
+using namespace trainer::pipeline_parallel;
 
 namespace {
 
+using trainer::Schedule;
+
 struct Shape {
-  std::string name;
+  Schedule name;
   int p, m, v;
 };
 
@@ -21,13 +23,13 @@ std::vector<Shape> shapes() {
   std::vector<Shape> out;
   for (int p : {1, 2, 3, 4, 8})
     for (int m : {1, 2, 3, 4, 5, 8, 16}) {
-      out.push_back({"1f1b", p, m, 1});
-      out.push_back({"gpipe", p, m, 1});
+      out.push_back({Schedule::OneFOneB, p, m, 1});
+      out.push_back({Schedule::GPipe, p, m, 1});
     }
   for (int p : {2, 4})
     for (int m : {4, 8, 16})
-      for (int v : {2, 3}) out.push_back({"interleaved-1f1b", p, m, v});
-  out.push_back({"interleaved-1f1b", 1, 3, 2});
+      for (int v : {2, 3}) out.push_back({Schedule::Interleaved1F1B, p, m, v});
+  out.push_back({Schedule::Interleaved1F1B, 1, 3, 2});
   return out;
 }
 
@@ -53,7 +55,7 @@ TEST_CASE("1F1B on 4 stages - 6 microbatches: the textbook order", "[schedule]")
 
 TEST_CASE("every schedule: each microbatch forwards then backwards once per chunk - in a valid order", "[schedule]") {
   for (const auto& sh : shapes()) {
-    INFO(sh.name << " p=" << sh.p << " m=" << sh.m << " v=" << sh.v);
+    INFO(trainer::name_of(sh.name) << " p=" << sh.p << " m=" << sh.m << " v=" << sh.v);
     for (int s = 0; s < sh.p; ++s) {
       auto as = make_schedule(sh.name, s, sh.p, sh.m, sh.v);
       std::set<std::pair<int, int>> fwd, bwd;
@@ -73,7 +75,7 @@ TEST_CASE("every schedule: each microbatch forwards then backwards once per chun
 
 TEST_CASE("sends and receives pair up across stages and nothing deadlocks", "[schedule]") {
   for (const auto& sh : shapes()) {
-    INFO(sh.name << " p=" << sh.p << " m=" << sh.m << " v=" << sh.v);
+    INFO(trainer::name_of(sh.name) << " p=" << sh.p << " m=" << sh.m << " v=" << sh.v);
     // (direction, receiving global chunk, microbatch): count of sends and receives.
     std::map<std::tuple<int, int, int>, int> sends, recvs;
     for (int s = 0; s < sh.p; ++s)
@@ -106,15 +108,15 @@ TEST_CASE("simulated bubble with unit-cost actions equals theory", "[schedule]")
   for (int p : {1, 2, 4, 8})
     for (int m : {1, 2, 4, 8, 16}) {
       INFO("p=" << p << " m=" << m);
-      CHECK(simulate("1f1b", p, m, 1).bubble_fraction == Approx(theoretical_bubble(p, m, 1)));
-      CHECK(simulate("gpipe", p, m, 1).bubble_fraction == Approx(theoretical_bubble(p, m, 1)));
-      CHECK(simulate("1f1b", p, m, 1).makespan == Approx(2.0 * (m + p - 1)));
+      CHECK(simulate(Schedule::OneFOneB, p, m, 1).bubble_fraction == Approx(theoretical_bubble(p, m, 1)));
+      CHECK(simulate(Schedule::GPipe, p, m, 1).bubble_fraction == Approx(theoretical_bubble(p, m, 1)));
+      CHECK(simulate(Schedule::OneFOneB, p, m, 1).makespan == Approx(2.0 * (m + p - 1)));
     }
   for (int p : {2, 4})
     for (int m : {4, 8, 16})
       for (int v : {2, 3, 4}) {
         INFO("interleaved p=" << p << " m=" << m << " v=" << v);
-        CHECK(simulate("interleaved-1f1b", p, m, v).bubble_fraction == Approx(theoretical_bubble(p, m, v)));
+        CHECK(simulate(Schedule::Interleaved1F1B, p, m, v).bubble_fraction == Approx(theoretical_bubble(p, m, v)));
       }
 }
 

@@ -1,0 +1,14 @@
+// One microbatch of samples: what the data layer produces and the pipeline runner feeds the
+// model. Shared by both, so neither includes the other.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace trainer::model {
+
+struct MicroBatch {
+  at::Tensor tokens;   // [B, S] int64 (used by the first stage)
+  at::Tensor targets;  // [B, S] int64 (used by the last stage)
+};
+
+}  // namespace trainer::model

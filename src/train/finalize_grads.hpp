@@ -1,0 +1,22 @@
+// Gradient finalisation: the one step between the last backward of a training step and the
+// optimizer where the gradient traffic of the three parallelisms meets (Megatron-LM's
+// finalize_model_grads), in this order:
+//   1. data parallel: every bucket's reduction over DP (started while backward ran) is done;
+//   2. pipeline parallel: the two copies of a tied embedding (first stage's input embedding,
+//      last stage's head) get the sum of their gradients over the embedding group;
+//   3. tensor parallel: under sequence parallelism, the gradients of TP-replicated parameters
+//      are summed over TP.
+// Each piece belongs to its parallelism's folder; this is where the training loop calls them.
+#pragma once
+
+#include <vector>
+
+#include "data_parallel/data_parallel.hpp"
+#include "distributed/comm.hpp"
+#include "model/params.hpp"
+
+namespace trainer {
+
+void finalize_grads(data_parallel::DataParallel& dp, std::vector<model::Param>& params, distributed::Comm& comm);
+
+}  // namespace trainer
