@@ -1,10 +1,9 @@
 // The model's heavy operations, routed on the CPU in fp32 to faster implementations than
-// LibTorch's defaults (measured in docs: README "Benchmark"):
+// LibTorch's defaults (the measurements are in docs/tuning.md):
 // - matrix products run in oneDNN's sgemm, loaded at run time from Debian's libdnnl.so.2 when
-//   it is installed: on this machine's AMD CPU about twice LibTorch's MKL matmul on every shape
-//   of the benchmark models, and batched products run one per thread;
+//   it is installed, and batched products run one per thread;
 // - tanh-GELU is computed through its exact sigmoid form, 0.5(1 + tanh z) = sigmoid(2z): the
-//   vectorised exp behind sigmoid is ~5x faster than the tanh behind at::gelu.
+//   vectorised exp behind sigmoid is faster than the tanh behind at::gelu.
 // On a GPU, in bf16, or without libdnnl they are LibTorch's own ops.
 #pragma once
 
