@@ -15,7 +15,8 @@ namespace {
 using Product = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
 
 at::Tensor libtorch_mm(const at::Tensor& a, const at::Tensor& b) { return at::mm(a, b); }
-at::Tensor model_mm(const at::Tensor& a, const at::Tensor& b) { return ops::matmul(a, b); }
+// a · b through the model's linear layer (y = x wᵀ, with w = bᵀ read in place).
+at::Tensor model_mm(const at::Tensor& a, const at::Tensor& b) { return ops::linear(a, b.t(), at::Tensor()); }
 
 // Largest error of `product` on a 256x256 problem, relative to the largest exact entry: a wrong
 // BLAS kernel must not go unnoticed.

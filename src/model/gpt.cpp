@@ -32,6 +32,17 @@ at::Tensor Chunk::rope(const at::Tensor& x) const {
   return x * rope_cos_ + rotated * rope_sin_;
 }
 
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::ScalarType dtype,
+                            double dropout) {
+  // LibTorch picks a flash kernel where the device and dtype have one (CPU fp32/bf16, CUDA
+  // bf16/fp16/fp32) and its own math elsewhere; either way no [S, S] scores or probabilities are
+  // kept for backward. Dropout on the probabilities is drawn inside the kernel. The scale is
+  // the default 1/sqrt(head_dim).
+  return at::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), /*attn_mask=*/{}, dropout,
+                                          /*is_causal=*/true)
+      .to(at::kFloat);
+}
+
 at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
   at::Tensor qkv = b.qkv.forward(x, tp_);  // [B, S, heads/tp * 3 * D]
   const int64_t B = qkv.size(0), S = qkv.size(1);
@@ -44,11 +55,7 @@ at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
     q = rope(q);
     k = rope(k);
   }
-  const auto dt = tp_.compute_dtype;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  at::Tensor scores = ops::matmul(q.to(dt), k.to(dt).transpose(-2, -1), scale).to(at::kFloat).add_(causal_mask_);
-  at::Tensor probs = dropout(at::softmax(scores, -1));
-  at::Tensor out = ops::matmul(probs.to(dt), v.to(dt)).to(at::kFloat);  // [B, h, S, D]
+  at::Tensor out = causal_attention(q, k, v, tp_.compute_dtype, cfg_->dropout);  // [B, h, S, D]
   out = out.transpose(1, 2).reshape({B, S, local_heads_ * head_dim_});
   return b.proj.forward(out, tp_);
 }
@@ -237,9 +244,8 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
         ch.head_weight_ = add_param(h, {Init::Normal, m.init_std});
       }
     }
-    // Attention constants, built once: causal mask and RoPE tables for the full sequence.
+    // RoPE tables for the full sequence, built once.
     auto f32 = at::TensorOptions().dtype(at::kFloat).device(comm.device());
-    ch.causal_mask_ = at::full({S, S}, -INFINITY, f32).triu(1);
     if (m.positions == Positions::Rope) {
       const int64_t D = ch.head_dim_;
       at::Tensor inv = at::pow(m.rope_theta, -at::arange(0, D, 2, f32) / static_cast<double>(D));

@@ -28,6 +28,11 @@ struct Block {
   tensor_parallel::RowParallelLinear fc2;
 };
 
+// Causal self-attention of q, k, v [B, heads, S, D] -> [B, heads, S, D] in fp32, the products in
+// `dtype`, through LibTorch's fused scaled_dot_product_attention; `dropout` on the probabilities.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::ScalarType dtype,
+                            double dropout);
+
 // A contiguous run of layers; chunk 0 also embeds tokens, the last chunk also holds the head.
 class Chunk {
  public:
@@ -62,7 +67,7 @@ class Chunk {
   std::vector<Block> blocks_;
   Norm final_norm_;
   at::Tensor head_weight_;  // [V/tp, H]: the embedding (tied) or its own weight
-  at::Tensor causal_mask_, rope_cos_, rope_sin_;
+  at::Tensor rope_cos_, rope_sin_;
 };
 
 class GPT {

@@ -1,6 +1,5 @@
 #include "ops/cpu_ops.hpp"
 
-#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
@@ -44,9 +43,8 @@ bool uses_onednn(const at::Tensor& t) { return onednn_matmuls() && cpu_fp32(t); 
 
 namespace {
 
-// One operand of a row-major product: the matrix in the last two dims of `t`, read as stored
-// ('N') or transposed ('T'), whichever has contiguous rows. Views such as q, k, v (slices of the
-// fused qkv output) or kᵀ are used in place; anything else is copied once.
+// One operand of a row-major product: a matrix read as stored ('N') or transposed ('T'),
+// whichever has contiguous rows; anything else is copied once.
 struct Operand {
   at::Tensor t;
   char trans;
@@ -54,55 +52,23 @@ struct Operand {
 };
 
 Operand operand(const at::Tensor& t) {
-  const int64_t rows = t.size(-2), cols = t.size(-1);
-  if (t.stride(-1) == 1 && t.stride(-2) >= std::max<int64_t>(1, cols)) return {t, 'N', t.stride(-2)};
-  if (t.stride(-2) == 1 && t.stride(-1) >= std::max<int64_t>(1, rows)) return {t, 'T', t.stride(-1)};
+  const int64_t rows = t.size(0), cols = t.size(1);
+  if (t.stride(1) == 1 && t.stride(0) >= std::max<int64_t>(1, cols)) return {t, 'N', t.stride(0)};
+  if (t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(1, rows)) return {t, 'T', t.stride(1)};
   return {t.contiguous(), 'N', std::max<int64_t>(1, cols)};
 }
 
-// Element offset of every matrix of `t` (row-major order over its leading dims).
-std::vector<int64_t> batch_offsets(const at::Tensor& t) {
-  std::vector<int64_t> offsets{0};
-  for (int64_t d = 0; d + 2 < t.dim(); ++d) {
-    std::vector<int64_t> next;
-    next.reserve(offsets.size() * t.size(d));
-    for (int64_t o : offsets)
-      for (int64_t i = 0; i < t.size(d); ++i) next.push_back(o + i * t.stride(d));
-    offsets = std::move(next);
-  }
-  return offsets;
-}
-
-// c[i] = alpha · a[i] · b[i] for every matrix i, into a new contiguous tensor.
-at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in, float alpha = 1.0f) {
-  const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
-  std::vector<int64_t> shape = a_in.sizes().vec();
-  shape.back() = N;
-  at::Tensor c = at::empty(shape, a_in.options());
+// c = a · b for matrices, into a new contiguous tensor; oneDNN spreads it over the intra-op threads.
+at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in) {
+  const int64_t M = a_in.size(0), K = a_in.size(1), N = b_in.size(1);
+  TORCH_CHECK(b_in.size(0) == K, "gemm: shapes ", a_in.sizes(), " and ", b_in.sizes(), " do not multiply");
+  at::Tensor c = at::empty({M, N}, a_in.options());
   if (c.numel() == 0) return c;
   if (K == 0) return c.zero_();
   const Operand a = operand(a_in), b = operand(b_in);
-  const std::vector<int64_t> oa = batch_offsets(a.t), ob = batch_offsets(b.t);
-  TORCH_CHECK(oa.size() == ob.size() && b_in.size(-2) == K, "gemm: shapes ", a_in.sizes(), " and ", b_in.sizes(),
-              " do not multiply (no broadcasting)");
-  const float* pa = a.t.data_ptr<float>();
-  const float* pb = b.t.data_ptr<float>();
-  float* pc = c.data_ptr<float>();
-  const Sgemm fn = sgemm();
-  auto product = [&](int64_t i) {
-    const int s = fn(a.trans, b.trans, M, N, K, alpha, pa + oa[i], a.ld, pb + ob[i], b.ld, 0.0f, pc + i * M * N, N);
-    if (s != 0) throw std::runtime_error("oneDNN sgemm failed with status " + std::to_string(s));
-  };
-  const auto count = static_cast<int64_t>(oa.size());
-  if (count == 1) {
-    product(0);  // one large product: oneDNN spreads it over the intra-op threads
-  } else {
-    // Many small products (attention heads): one per thread at a time; inside a parallel
-    // region oneDNN runs each on its calling thread.
-    at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) product(i);
-    });
-  }
+  const int s = sgemm()(a.trans, b.trans, M, N, K, 1.0f, a.t.data_ptr<float>(), a.ld, b.t.data_ptr<float>(), b.ld,
+                        0.0f, c.data_ptr<float>(), N);
+  if (s != 0) throw std::runtime_error("oneDNN sgemm failed with status " + std::to_string(s));
   return c;
 }
 
@@ -127,22 +93,6 @@ struct Linear : Function<Linear> {
     at::Tensor dx = ctx->needs_input_grad(0) ? gemm(g, w).view(x_shape) : at::Tensor();
     at::Tensor dw = ctx->needs_input_grad(1) ? gemm(transposed(g), x2) : at::Tensor();
     return {dx, dw};
-  }
-};
-
-struct Matmul : Function<Matmul> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, double scale) {
-    ctx->save_for_backward({a, b});
-    ctx->saved_data["scale"] = scale;
-    return gemm(a, b, static_cast<float>(scale));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor& g = grads[0];
-    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
-    at::Tensor da = ctx->needs_input_grad(0) ? gemm(g, transposed(saved[1]), scale) : at::Tensor();
-    at::Tensor db = ctx->needs_input_grad(1) ? gemm(transposed(saved[0]), g, scale) : at::Tensor();
-    return {da, db, at::Tensor()};
   }
 };
 
@@ -183,12 +133,6 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
     return b.defined() ? y.add_(b) : y;
   }
   return at::linear(x, w, b);
-}
-
-at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, double scale) {
-  if (uses_onednn(a)) return Matmul::apply(a, b, scale);
-  at::Tensor c = at::matmul(a, b);
-  return scale == 1.0 ? c : c.mul_(scale);
 }
 
 }  // namespace trainer::ops

@@ -1,12 +1,14 @@
-// The CPU fast paths of src/ops/cpu_ops against LibTorch's own ops: forward values and every
-// input gradient agree within 1e-5 of each tensor's largest entry, for contiguous inputs and for
-// the strided views the model feeds them (q, k, v sliced out of the fused qkv output, kᵀ).
+// The CPU fast paths of src/ops/cpu_ops against LibTorch's own ops, and the model's fused
+// attention against the explicit math: forward values and every input gradient agree within
+// 1e-5 of each tensor's largest entry, also for the strided views the model feeds them (q, k, v
+// sliced out of the fused qkv output).
 #include "catch_torch.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
 #include "helpers.hpp"
+#include "model/gpt.hpp"
 #include "ops/cpu_ops.hpp"
 
 using namespace trainer;
@@ -60,27 +62,27 @@ TEST_CASE("cpu_ops linear equals at::linear - with and without bias, 2-D and 3-D
                 [](auto& t) { return at::linear(t[0], t[1]); }) < 1e-5);
 }
 
-TEST_CASE("cpu_ops matmul equals at::matmul on the attention views", "[model][cpu_ops]") {
+TEST_CASE("fused causal attention equals the explicit math - values and every input gradient", "[model][attention]") {
   torch::manual_seed(2);
-  // [B, S, heads, 3, D] -> [3, B, heads, S, D], as in the model's attention.
-  at::Tensor qkv = at::randn({2, 5, 3, 3, 4});
-  auto attention = [](auto matmul) {
-    return [matmul](std::vector<at::Tensor>& t) {
-      const auto parts = t[0].permute({3, 0, 2, 1, 4}).unbind(0);
-      at::Tensor scores = matmul(parts[0], parts[1].transpose(-2, -1), 0.5);  // q kᵀ / 2: [B, h, S, S]
-      return matmul(scores.softmax(-1), parts[2], 1.0);                     // probs v: [B, h, S, D]
-    };
+  // softmax(q kᵀ / sqrt(D) + causal mask) v, written out.
+  auto explicit_attention = [](std::vector<at::Tensor>& t) {
+    const auto parts = t[0].permute({3, 0, 2, 1, 4}).unbind(0);  // [B, S, h, 3, D] -> q, k, v [B, h, S, D]
+    const int64_t S = parts[0].size(-2), D = parts[0].size(-1);
+    at::Tensor mask = at::full({S, S}, -INFINITY).triu(1);
+    at::Tensor scores = at::matmul(parts[0], parts[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(D)) + mask;
+    return at::matmul(scores.softmax(-1), parts[2]);
   };
-  CHECK(compare({qkv},
-                attention([](const at::Tensor& a, const at::Tensor& b, double s) { return ops::matmul(a, b, s); }),
-                attention([](const at::Tensor& a, const at::Tensor& b, double s) { return at::matmul(a, b) * s; })) < 1e-5);
-  // Contiguous operands and a single product.
-  at::Tensor a = at::randn({3, 6, 5}), b = at::randn({3, 5, 2});
-  CHECK(compare({a, b}, [](auto& t) { return ops::matmul(t[0], t[1]); },
-                [](auto& t) { return at::matmul(t[0], t[1]); }) < 1e-5);
-  at::Tensor m = at::randn({64, 48}), n = at::randn({48, 40});
-  CHECK(compare({m, n}, [](auto& t) { return ops::matmul(t[0], t[1]); },
-                [](auto& t) { return at::matmul(t[0], t[1]); }) < 1e-5);
+  auto fused = [](std::vector<at::Tensor>& t) {
+    const auto parts = t[0].permute({3, 0, 2, 1, 4}).unbind(0);  // the model's strided views
+    return model::causal_attention(parts[0], parts[1], parts[2], at::kFloat, 0.0);
+  };
+  // The shapes a TP rank sees (heads / tp) at the tiny and small models' head sizes, a sequence
+  // of one, and one longer than the kernel's blocks.
+  for (auto shape : {std::vector<int64_t>{2, 5, 3, 3, 4}, std::vector<int64_t>{2, 32, 2, 3, 16},
+                     std::vector<int64_t>{1, 1, 2, 3, 8}, std::vector<int64_t>{1, 300, 1, 3, 64}}) {
+    INFO("[B, S, heads, 3, D] = " << at::IntArrayRef(shape));
+    CHECK(compare({at::randn(shape)}, fused, explicit_attention) < 1e-5);
+  }
 }
 
 TEST_CASE("cpu_ops gelu_tanh equals at::gelu(tanh) - including saturated inputs", "[model][cpu_ops]") {
