@@ -19,11 +19,11 @@ class Block(nn.Module):
         self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
         self.fc1, self.fc2 = nn.Linear(h, ffn), nn.Linear(ffn, h)
 
-    def forward(self, x, mask):
+    def forward(self, x):
         B, S, H = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(B, S, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4)
-        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(H // self.heads) + mask, dim=-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, S, H))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # fused, as trainer and nanoGPT
+        x = x + self.proj(y.transpose(1, 2).reshape(B, S, H))
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
 
 
@@ -34,7 +34,6 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(m["seq_len"], m["hidden"])
         self.blocks = nn.ModuleList(Block(m["hidden"], m["heads"], m["ffn"]) for _ in range(m["layers"]))
         self.ln_f = nn.LayerNorm(m["hidden"])
-        self.register_buffer("mask", torch.full((m["seq_len"], m["seq_len"]), float("-inf")).triu(1))
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 std = 0.02 / math.sqrt(2 * m["layers"]) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
@@ -45,7 +44,7 @@ class GPT(nn.Module):
     def forward(self, tokens, targets):
         x = self.wte(tokens) + self.wpe.weight[: tokens.shape[1]]
         for b in self.blocks:
-            x = b(x, self.mask)
+            x = b(x)
         logits = self.ln_f(x) @ self.wte.weight.t()
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 

