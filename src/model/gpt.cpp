@@ -35,9 +35,9 @@ at::Tensor Chunk::rope(const at::Tensor& x) const {
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::ScalarType dtype,
                             double dropout) {
   // LibTorch picks a flash kernel where the device and dtype have one (CPU fp32/bf16, CUDA
-  // bf16/fp16/fp32) and its own math elsewhere; either way no [S, S] scores or probabilities are
-  // kept for backward. Dropout on the probabilities is drawn inside the kernel. The scale is
-  // the default 1/sqrt(head_dim).
+  // bf16/fp16/fp32), which keeps no [S, S] scores or probabilities for backward, and its own
+  // math (which does) elsewhere. Dropout on the probabilities is drawn inside the kernel. The
+  // scale is the default 1/sqrt(head_dim).
   return at::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), /*attn_mask=*/{}, dropout,
                                           /*is_causal=*/true)
       .to(at::kFloat);
