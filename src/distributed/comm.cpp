@@ -30,7 +30,8 @@ namespace trainer::distributed {
 struct Backend {
   c10::intrusive_ptr<c10d::Backend> pg;  // ProcessGroupGloo or ProcessGroupNCCL
   c10::Device wire_device = c10::Device(c10::kCPU);  // where its tensors must live
-  bool takes_bf16 = false;  // NCCL sums bf16 natively; on Gloo bf16 travels as fp32 (see on_wire)
+  bool nccl = false;  // NCCL sums bf16 natively (on Gloo bf16 travels as fp32, see on_wire) and
+                     // pairs point-to-point transfers by order
   std::chrono::milliseconds timeout{0};
 };
 
@@ -234,10 +235,7 @@ std::unique_ptr<Group> Comm::make_group(GroupKind kind) {
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& members = all[i];
     if (std::find(members.begin(), members.end(), rank_) == members.end()) continue;
-    // Pipeline sends and receives stay on Gloo: NCCL runs a pair's point-to-point operations
-    // in order on one stream, and 1F1B's send-forward/receive-backward crossings between
-    // neighbours would deadlock unless each crossing is batched into one NCCL group.
-    mine = make_group(group_kind_name(kind) + std::to_string(i), members, nccl_ && kind != GroupKind::PP);
+    mine = make_group(group_kind_name(kind) + std::to_string(i), members, nccl_);
   }
   if (!mine) mine = std::make_unique<Group>(group_kind_name(kind), std::vector<int>{}, rank_);
   return mine;
@@ -256,7 +254,7 @@ std::unique_ptr<Group> Comm::make_group(const std::string& name, const std::vect
       opts->timeout = timeout_;
       backend->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, group->index(), group->size(), opts);
       backend->wire_device = device_;
-      backend->takes_bf16 = true;
+      backend->nccl = true;
 #else
       throw std::logic_error("this build has no NCCL");
 #endif
@@ -304,7 +302,7 @@ std::chrono::milliseconds timeout_of(Group& g) { return g.backend()->timeout; }
 // rounded to bf16 and will be again when the result lands, only the sum is exact).
 at::Tensor on_wire(const Group& g, const at::Tensor& t) {
   const Backend& b = *g.backend();
-  const bool dtype_ok = t.scalar_type() != at::kBFloat16 || b.takes_bf16;
+  const bool dtype_ok = t.scalar_type() != at::kBFloat16 || b.nccl;
   if (t.device() == b.wire_device && dtype_ok) return t;
   return t.to(b.wire_device, dtype_ok ? t.scalar_type() : at::kFloat);
 }
@@ -387,22 +385,48 @@ void broadcast(Group& g, at::Tensor& t, int root_index) {
   }, wire, t).wait();
 }
 
-Pending send_async(Group& g, const at::Tensor& t, int peer_index, int tag) {
-  check_dense(t, "send");
-  at::Tensor wire = on_wire(g, t);
-  return start(g, "send", nbytes(t), timeout_of(g), [&] {
-    std::vector<at::Tensor> ts{wire};
-    return pg_of(g).send(ts, peer_index, tag);
-  }, wire);
-}
+bool matches_by_order(const Group& g) { return g.backend() && g.backend()->nccl; }
 
-Pending recv_async(Group& g, at::Tensor& t, int peer_index, int tag) {
-  check_dense(t, "recv");
-  at::Tensor wire = on_wire(g, t);
-  return start(g, "recv", nbytes(t), timeout_of(g), [&] {
-    std::vector<at::Tensor> ts{wire};
-    return pg_of(g).recv(ts, peer_index, tag);
-  }, wire, t);
+std::vector<Pending> start_transfers(Group& g, const std::vector<Transfer>& batch) {
+  std::vector<at::Tensor> wires;
+  std::int64_t bytes = 0;
+  for (const Transfer& t : batch) {
+    check_dense(t.tensor, t.kind == Transfer::Send ? "send" : "recv");
+    wires.push_back(on_wire(g, t.tensor));
+    bytes += nbytes(t.tensor);
+  }
+  auto launch = [&](size_t i) {
+    std::vector<at::Tensor> ts{wires[i]};
+    if (batch[i].kind == Transfer::Send) return pg_of(g).send(ts, batch[i].peer_index, batch[i].tag);
+    return pg_of(g).recv(ts, batch[i].peer_index, batch[i].tag);
+  };
+  auto pending_for = [&](size_t i, c10::intrusive_ptr<c10d::Work> work) {
+    auto impl = std::make_shared<Pending::Impl>();
+    impl->group = &g;
+    impl->timeout = timeout_of(g);
+    impl->what = batch[i].kind == Transfer::Send ? "send" : "recv";
+    impl->work = std::move(work);
+    impl->wire = wires[i];  // also keeps a staged send's copy alive until the send is done
+    if (batch[i].kind == Transfer::Receive && !batch[i].tensor.is_same(wires[i])) impl->target = batch[i].tensor;
+    return Pending(impl);
+  };
+  std::vector<Pending> pending;
+  if (!matches_by_order(g)) {  // Gloo: each transfer on its own, matched by tag
+    for (size_t i = 0; i < batch.size(); ++i) {
+      c10::intrusive_ptr<c10d::Work> work;
+      timed(g, batch[i].kind == Transfer::Send ? "send" : "recv", nbytes(batch[i].tensor), [&] { work = launch(i); });
+      pending.push_back(pending_for(i, work));
+    }
+    return pending;
+  }
+  c10::intrusive_ptr<c10d::Work> work;  // NCCL: the whole batch is one group, one completion
+  timed(g, "send/recv batch", bytes, [&] {
+    pg_of(g).startCoalescing();
+    for (size_t i = 0; i < batch.size(); ++i) launch(i);
+    work = pg_of(g).endCoalescing();
+  });
+  for (size_t i = 0; i < batch.size(); ++i) pending.push_back(pending_for(i, work));
+  return pending;
 }
 
 void barrier(Group& g) {

@@ -5,8 +5,7 @@
 // Groups are built from the Grid (one store, one PrefixStore per group). A group of size one
 // never talks to anybody: its collectives return at once, so a 1x1x1 run pays nothing.
 //
-// Backends: Gloo on the CPU; with `nccl`, NCCL for every group but the pipeline's (its
-// point-to-point pairs stay on Gloo, see comm.cpp). A tensor that is not where its group's
+// Backends: Gloo on the CPU; with `nccl`, NCCL for every group. A tensor that is not where its group's
 // backend works (a CPU scalar on an NCCL group, a GPU tensor or a bf16 one on Gloo) is copied
 // there and back, so callers never need to know which backend a group has.
 #pragma once
@@ -116,9 +115,21 @@ at::Tensor all_gather(Group& g, const at::Tensor& local, int64_t dim);
 // Sums `full` over the group and returns this member's slice along `dim`.
 at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim);
 void broadcast(Group& g, at::Tensor& t, int root_index);
-// Point-to-point between members of a group, by member index. Tags keep messages apart.
-Pending send_async(Group& g, const at::Tensor& t, int peer_index, int tag);
-Pending recv_async(Group& g, at::Tensor& t, int peer_index, int tag);
+// Point-to-point between members of a group, by member index.
+struct Transfer {
+  enum Kind { Send, Receive } kind;
+  at::Tensor tensor;  // what is sent, or the buffer the receive fills
+  int peer_index;
+  int tag;  // keeps messages apart on Gloo; NCCL ignores it (see matches_by_order)
+};
+// Starts the transfers of `batch` together and returns one Pending per transfer. On NCCL the
+// batch is one NCCL group (ncclGroupStart/End through c10d coalescing), so that two neighbours
+// whose sends cross (each sending to the other and receiving from it) cannot deadlock.
+std::vector<Pending> start_transfers(Group& g, const std::vector<Transfer>& batch);
+// True where the backend pairs a send with the peer's receive by their order, not by tag, and
+// runs a rank's transfers one batch after another (NCCL): both sides must then start the same
+// messages in the same order, batched so that crossing transfers start together.
+bool matches_by_order(const Group& g);
 void barrier(Group& g);
 
 }  // namespace trainer::distributed

@@ -5,12 +5,13 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <map>
 
 #include "pipeline_parallel/schedule.hpp"
 
 namespace trainer::pipeline_parallel {
-namespace {
 
 using runtime::Clock;
 using runtime::seconds_since;
@@ -25,20 +26,27 @@ struct InFlight {
 };
 
 // Point-to-point transfers between chunks. When every chunk lives on this rank (pp = 1 with
-// several virtual stages) the tensors are handed over directly instead of sent to ourselves.
+// several virtual stages) a message is handed over directly instead of sent to ourselves.
 class Mailbox {
  public:
   Mailbox(distributed::Group& pp, bool local) : pp_(pp), local_(local) {}
-  void send(const at::Tensor& t, int peer, int tag) {
-    if (local_) local_messages_[tag] = t;
-    else sends_.push_back(distributed::send_async(pp_, t, peer, tag));
-  }
-  // Fills `buffer` (now, if local; when the returned operation completes, otherwise).
-  distributed::Pending receive(at::Tensor& buffer, int peer, int tag) {
-    if (!local_) return distributed::recv_async(pp_, buffer, peer, tag);
-    buffer = local_messages_.at(tag);
-    local_messages_.erase(tag);
-    return distributed::Pending();
+  // Starts `batch`; one Pending per transfer (a local receive is filled at once).
+  std::vector<distributed::Pending> start(const std::vector<distributed::Transfer>& batch) {
+    if (!local_) {
+      auto pending = distributed::start_transfers(pp_, batch);
+      for (size_t i = 0; i < batch.size(); ++i)
+        if (batch[i].kind == distributed::Transfer::Send) sends_.push_back(std::move(pending[i]));
+      return pending;
+    }
+    for (const auto& t : batch) {
+      if (t.kind == distributed::Transfer::Send) {
+        local_messages_[t.tag] = t.tensor;
+      } else {
+        t.tensor.copy_(local_messages_.at(t.tag));
+        local_messages_.erase(t.tag);
+      }
+    }
+    return std::vector<distributed::Pending>(batch.size());
   }
   void wait_sends() {
     for (auto& s : sends_) s.wait();
@@ -52,6 +60,8 @@ class Mailbox {
   std::map<int, at::Tensor> local_messages_;
 };
 
+namespace {
+
 // Microbatches whose forward activations this stage holds (an entry may also be just a receive
 // posted ahead, which holds no activations yet).
 int activations_held(const std::map<std::pair<int, int>, InFlight>& live) {
@@ -60,6 +70,8 @@ int activations_held(const std::map<std::pair<int, int>, InFlight>& live) {
   return n;
 }
 
+bool is_receive(Op op) { return op == Op::RecvForward || op == Op::RecvBackward; }
+
 }  // namespace
 
 Runner::Runner(const Config& cfg, model::GPT& model, distributed::Comm& comm)
@@ -67,6 +79,10 @@ Runner::Runner(const Config& cfg, model::GPT& model, distributed::Comm& comm)
   stage_ = comm.coord().pp;
   stages_ = comm.grid().pp();
   chunks_ = static_cast<int>(model.chunks().size());
+  // TRAINER_ORDER_PAIRED_TRANSFERS=1 runs NCCL's batches over Gloo too: the tests use it to run
+  // that code path on CPUs (Gloo still matches by tag, so only the results can be checked).
+  const char* forced = std::getenv("TRAINER_ORDER_PAIRED_TRANSFERS");
+  order_paired_ = stages_ > 1 && (distributed::matches_by_order(comm.pp()) || (forced && std::string(forced) == "1"));
 }
 
 bool Runner::holds_loss() const { return model_.chunks().back().last(); }
@@ -79,8 +95,59 @@ at::Tensor Runner::activation_buffer() const {
                    at::TensorOptions().dtype(at::kFloat).device(comm_.device()));
 }
 
-int Runner::tag(int direction, int receiving_global_chunk, int microbatch, int microbatches) const {
-  return (direction * stages_ * chunks_ + receiving_global_chunk) * microbatches + microbatch;
+int Runner::tag(const Message& msg, int microbatches) const {
+  return (msg.direction * stages_ * chunks_ + msg.receiving_chunk) * microbatches + msg.microbatch;
+}
+
+// The batches this stage starts the transfers of `actions` in: where the PP group pairs messages
+// by order (NCCL), batches all stages agree on (order_paired_batches, given every stage's list);
+// elsewhere each transfer alone.
+std::vector<Batch> Runner::transfer_batches(const std::vector<Action>& actions,
+                                            const std::function<std::vector<Action>(int stage)>& list_of) const {
+  if (order_paired_) {
+    std::vector<std::vector<Action>> lists;
+    for (int s = 0; s < stages_; ++s) lists.push_back(list_of(s));
+    return order_paired_batches(lists)[stage_];
+  }
+  std::vector<Batch> singles;
+  for (size_t i = 0; i < actions.size(); ++i)
+    if (is_transfer(actions[i].op)) singles.push_back({i});
+  return singles;
+}
+
+// Starts the transfers of `batch`: sends of what `live` holds, receives into new buffers whose
+// Pending goes to `live`.
+void Runner::start_transfers(const std::vector<Action>& actions, const Batch& batch_actions, int microbatches,
+                             std::map<std::pair<int, int>, InFlight>& live, Mailbox& mailbox) const {
+  const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
+  std::vector<distributed::Transfer> batch;
+  for (size_t j : batch_actions) {
+    const Action& a = actions[j];
+    const int t = tag(message_of(a, stage_, stages_), microbatches);
+    InFlight& f = live[{a.microbatch, a.chunk}];
+    switch (a.op) {
+      case Op::SendForward: batch.push_back({distributed::Transfer::Send, f.output.detach(), next, t}); break;
+      case Op::SendBackward: batch.push_back({distributed::Transfer::Send, f.input_grad, prev, t}); break;
+      case Op::RecvForward:
+        f.input = activation_buffer();
+        batch.push_back({distributed::Transfer::Receive, f.input, prev, t});
+        break;
+      case Op::RecvBackward:
+        f.grad_in = activation_buffer();
+        batch.push_back({distributed::Transfer::Receive, f.grad_in, next, t});
+        break;
+      default: break;
+    }
+  }
+  auto pending = mailbox.start(batch);
+  for (size_t k = 0; k < batch_actions.size(); ++k) {
+    const Action& a = actions[batch_actions[k]];
+    const auto key = std::make_pair(a.microbatch, a.chunk);
+    if (is_receive(a.op)) live[key].recv = std::move(pending[k]);
+    // A sent gradient was the last use of that microbatch on this chunk: the transfer holds its
+    // own reference, and the activations are freed now.
+    if (a.op == Op::SendBackward) live.erase(key);
+  }
 }
 
 StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double loss_scale,
@@ -91,90 +158,73 @@ StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double l
   for (size_t i = 0; i < actions.size(); ++i)
     if (actions[i].op == Op::Backward) last_backward[actions[i].chunk] = static_cast<int>(i);
 
-  distributed::Group& pp = comm_.pp();
-  const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
   std::map<std::pair<int, int>, InFlight> live;
-  Mailbox mailbox(pp, stages_ == 1);
+  Mailbox mailbox(comm_.pp(), stages_ == 1);
   StepStats stats;
   at::Tensor loss_total = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
 
-  // A receive is posted one compute action ahead of where the list puts it, so that the
-  // transfer (which Gloo starts only once the receiver is ready) overlaps that computation
+  // Transfers start in batches (transfer_batches), each when the list reaches its first action.
+  // Unbatched, a receive is posted one compute action ahead of where the list puts it, so that
+  // the transfer (which Gloo starts only once the receiver is ready) overlaps that computation
   // instead of being waited for; the list itself (what the tests simulate) is unchanged. (Not
-  // with every chunk on this rank: there a message exists only once its send has run.)
-  std::vector<bool> posted(actions.size(), false);
-  auto post_receive = [&](size_t j) {
-    const Action& r = actions[j];
-    InFlight& f = live[{r.microbatch, r.chunk}];
-    const int global = global_chunk(r.chunk, stage_, stages_);
-    at::Tensor& buffer = r.op == Op::RecvForward ? f.input : f.grad_in;
-    buffer = activation_buffer();
-    f.recv = mailbox.receive(buffer, r.op == Op::RecvForward ? prev : next,
-                             tag(r.op == Op::RecvForward ? 0 : 1, global, r.microbatch, m));
-    posted[j] = true;
+  // with every chunk on this rank: there a message exists only once its send has run; nor in
+  // order-paired batches, which all stages must start in the same order.)
+  const auto batches = transfer_batches(actions, [&](int s) { return make_schedule(cfg_.parallel.schedule, s, stages_, m, chunks_); });
+  std::vector<size_t> batch_of(actions.size(), 0);
+  for (size_t k = 0; k < batches.size(); ++k)
+    for (size_t i : batches[k]) batch_of[i] = k;
+  std::vector<bool> started(batches.size(), false);
+  auto start_batch_of = [&](size_t i) {
+    if (started[batch_of[i]]) return;
+    start_transfers(actions, batches[batch_of[i]], m, live, mailbox);
+    started[batch_of[i]] = true;
   };
-  auto is_compute = [&](size_t j) { return actions[j].op == Op::Forward || actions[j].op == Op::Backward; };
+  const bool receive_early = stages_ > 1 && !order_paired_;
   auto post_receives_before_next_compute = [&](size_t i) {
-    for (size_t j = i + 1; j < actions.size() && !is_compute(j); ++j)
-      if (!posted[j] && (actions[j].op == Op::RecvForward || actions[j].op == Op::RecvBackward)) post_receive(j);
+    for (size_t j = i + 1; j < actions.size() && is_transfer(actions[j].op); ++j)
+      if (is_receive(actions[j].op)) start_batch_of(j);
   };
 
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& a = actions[i];
+    if (is_transfer(a.op)) {
+      start_batch_of(i);
+      continue;
+    }
+    if (receive_early) post_receives_before_next_compute(i);
     const auto key = std::make_pair(a.microbatch, a.chunk);
-    const int global = global_chunk(a.chunk, stage_, stages_);
     model::Chunk& chunk = model_.chunks()[a.chunk];
-    if (is_compute(i) && stages_ > 1) post_receives_before_next_compute(i);
-    switch (a.op) {
-      case Op::RecvForward:
-      case Op::RecvBackward:
-        if (!posted[i]) post_receive(i);
-        break;
-      case Op::Forward: {
-        InFlight& f = live[key];
-        if (chunk.first()) {
-          f.input = mbs[a.microbatch].tokens;
-        } else {
-          const auto t0 = Clock::now();
-          f.recv.wait();
-          stats.wait_seconds += seconds_since(t0);
-          f.input.requires_grad_(true);
-        }
+    InFlight& f = live[key];
+    if (a.op == Op::Forward) {
+      if (chunk.first()) {
+        f.input = mbs[a.microbatch].tokens;
+      } else {
         const auto t0 = Clock::now();
-        f.output = chunk.forward(f.input);
-        if (chunk.last()) {
-          f.output = chunk.loss_sum(f.output, mbs[a.microbatch].targets) * loss_scale;
-          loss_total += f.output.detach().to(at::kDouble);
-        }
-        stats.compute_seconds += seconds_since(t0);
-        stats.max_in_flight = std::max(stats.max_in_flight, activations_held(live));
-        break;
+        f.recv.wait();
+        stats.wait_seconds += seconds_since(t0);
+        f.input.requires_grad_(true);
       }
-      case Op::SendForward:
-        mailbox.send(live[key].output.detach(), next, tag(0, global + 1, a.microbatch, m));
-        break;
-      case Op::Backward: {
-        InFlight& f = live[key];
-        if (static_cast<int>(i) == last_backward[a.chunk]) before_last_backward(a.chunk);
-        if (!chunk.last()) {
-          const auto t0 = Clock::now();
-          f.recv.wait();
-          stats.wait_seconds += seconds_since(t0);
-        }
+      const auto t0 = Clock::now();
+      f.output = chunk.forward(f.input);
+      if (chunk.last()) {
+        f.output = chunk.loss_sum(f.output, mbs[a.microbatch].targets) * loss_scale;
+        loss_total += f.output.detach().to(at::kDouble);
+      }
+      stats.compute_seconds += seconds_since(t0);
+      stats.max_in_flight = std::max(stats.max_in_flight, activations_held(live));
+    } else {
+      if (static_cast<int>(i) == last_backward[a.chunk]) before_last_backward(a.chunk);
+      if (!chunk.last()) {
         const auto t0 = Clock::now();
-        if (chunk.last()) torch::autograd::backward({f.output});
-        else torch::autograd::backward({f.output}, {f.grad_in});
-        if (!chunk.first()) f.input_grad = f.input.grad();
-        stats.compute_seconds += seconds_since(t0);
-        if (chunk.first()) live.erase(key);  // nothing to send: free the activations now
-        break;
+        f.recv.wait();
+        stats.wait_seconds += seconds_since(t0);
       }
-      case Op::SendBackward: {
-        InFlight& f = live[key];
-        mailbox.send(f.input_grad, prev, tag(1, global - 1, a.microbatch, m));
-        live.erase(key);  // the send holds its own reference; activations are freed
-        break;
-      }
+      const auto t0 = Clock::now();
+      if (chunk.last()) torch::autograd::backward({f.output});
+      else torch::autograd::backward({f.output}, {f.grad_in});
+      if (!chunk.first()) f.input_grad = f.input.grad();
+      stats.compute_seconds += seconds_since(t0);
+      if (chunk.first()) live.erase(key);  // nothing to send: free the activations now
     }
   }
   mailbox.wait_sends();
@@ -185,30 +235,34 @@ StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double l
 double Runner::eval_step(const std::vector<model::MicroBatch>& mbs, double loss_scale) {
   torch::NoGradGuard no_grad;
   const int m = static_cast<int>(mbs.size());
-  distributed::Group& pp = comm_.pp();
-  const int next = (stage_ + 1) % stages_, prev = (stage_ - 1 + stages_) % stages_;
-  double loss = 0;
-  Mailbox mailbox(pp, stages_ == 1);
-  // Forward-only: each chunk in order, every microbatch through it (the GPipe forward phase).
-  for (int c = 0; c < chunks_; ++c) {
-    model::Chunk& chunk = model_.chunks()[c];
-    const int global = global_chunk(c, stage_, stages_);
-    for (int mb = 0; mb < m; ++mb) {
-      at::Tensor x = mbs[mb].tokens;
-      if (!chunk.first()) {
-        x = activation_buffer();
-        mailbox.receive(x, prev, tag(0, global, mb, m)).wait();
-      }
-      at::Tensor out = chunk.forward(x);
-      if (chunk.last()) {
-        loss += chunk.loss_sum(out, mbs[mb].targets).item<double>() * loss_scale;
-      } else {
-        mailbox.send(out.contiguous(), next, tag(0, global + 1, mb, m));
-      }
+  auto list_of = [&](int s) { return forward_only(cfg_.parallel.schedule, s, stages_, m, chunks_); };
+  const auto actions = list_of(stage_);
+  const auto batches = transfer_batches(actions, list_of);
+  size_t next_batch = 0;  // batches start in order, each at its first action
+  std::map<std::pair<int, int>, InFlight> live;
+  Mailbox mailbox(comm_.pp(), stages_ == 1);
+  at::Tensor loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    if (is_transfer(a.op)) {
+      if (next_batch < batches.size() && batches[next_batch].front() == i)
+        start_transfers(actions, batches[next_batch++], m, live, mailbox);
+      continue;
+    }
+    InFlight& f = live[{a.microbatch, a.chunk}];
+    model::Chunk& chunk = model_.chunks()[a.chunk];
+    if (chunk.first()) f.input = mbs[a.microbatch].tokens;
+    else f.recv.wait();
+    f.output = chunk.forward(f.input);
+    if (chunk.last()) {
+      loss += chunk.loss_sum(f.output, mbs[a.microbatch].targets).to(at::kDouble) * loss_scale;
+      live.erase({a.microbatch, a.chunk});
+    } else {
+      f.output = f.output.contiguous();
     }
   }
   mailbox.wait_sends();
-  return loss;
+  return loss.item<double>();
 }
 
 }  // namespace trainer::pipeline_parallel

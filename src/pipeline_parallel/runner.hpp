@@ -1,19 +1,26 @@
 // Executes a pipeline schedule (schedule.hpp) on this rank's model chunks: forward and
 // backward compute, activations and their gradients sent to the neighbouring stages with
-// non-blocking point-to-point operations over the PP group.
+// non-blocking point-to-point operations over the PP group (on NCCL, in the batches
+// transfer_batches makes).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"
 #include "distributed/comm.hpp"
 #include "model/gpt.hpp"
 #include "model/microbatch.hpp"
+#include "pipeline_parallel/schedule.hpp"
 
 namespace trainer::pipeline_parallel {
+
+struct InFlight;  // runner.cpp: one (microbatch, chunk) between its forward and backward
+class Mailbox;
 
 struct StepStats {
   double loss = 0;            // sum of this rank's scaled microbatch losses (last stage only)
@@ -40,12 +47,17 @@ class Runner {
 
  private:
   at::Tensor activation_buffer() const;
-  int tag(int direction, int receiving_global_chunk, int microbatch, int microbatches) const;
+  int tag(const Message& msg, int microbatches) const;
+  std::vector<Batch> transfer_batches(const std::vector<Action>& actions,
+                                      const std::function<std::vector<Action>(int stage)>& list_of) const;
+  void start_transfers(const std::vector<Action>& actions, const Batch& batch, int microbatches,
+                       std::map<std::pair<int, int>, InFlight>& live, Mailbox& mailbox) const;
 
   const Config& cfg_;
   model::GPT& model_;
   distributed::Comm& comm_;
   int stage_, stages_, chunks_;
+  bool order_paired_;  // transfers start in order_paired_batches (NCCL), else each alone
 };
 
 }  // namespace trainer::pipeline_parallel

@@ -59,17 +59,18 @@ int groups_worker() {
   at::Tensor b = at::full({1}, static_cast<double>(comm.rank()), at::kDouble);
   broadcast(comm.dp(), b, 1);
   expect("broadcast", b[0].item<double>(), comm.dp().members()[1]);
-  // Point-to-point along the pipeline: stage 0 sends its rank to stage 1.
-  at::Tensor msg = at::full({4}, static_cast<double>(comm.rank()), at::kDouble);
-  if (comm.coord().pp == 0) send_async(comm.pp(), msg, 1, 7).wait();
-  else {
-    recv_async(comm.pp(), msg, 0, 7).wait();
-    expect("recv", msg[0].item<double>(), comm.pp().members()[0]);
-  }
+  // Point-to-point along the pipeline: the two stages swap their ranks in one batch (a
+  // crossing, as 1F1B's steady state makes).
+  const int peer = 1 - comm.pp().index();
+  at::Tensor out = at::full({4}, static_cast<double>(comm.rank()), at::kDouble);
+  at::Tensor in = at::zeros({4}, at::kDouble);
+  auto pending = start_transfers(comm.pp(), {{Transfer::Send, out, peer, 7 + peer}, {Transfer::Receive, in, peer, 7 + comm.pp().index()}});
+  for (auto& p : pending) p.wait();
+  expect("recv", in[3].item<double>(), comm.pp().members()[peer]);
   barrier(comm.world());
   // Every rank is a first or last stage at pp = 2, so in the embedding group: 6 sums and 4
-  // more checks, and the receive on the second stage.
-  const int planned = 10 + (comm.coord().pp == 1 ? 1 : 0);
+  // more checks, and the receive.
+  const int planned = 11;
   if (checks != planned) {
     std::cerr << "rank " << comm.rank() << " ran " << checks << " checks, not " << planned << std::endl;
     return 1;
