@@ -5,7 +5,7 @@
 
 Writes OUT/results.json, OUT/results.txt (the table) and OUT/chart.png (if matplotlib is
 installed). Cases: 1x1x1 on configs/tiny.yaml and configs/small.yaml (fp32, all cores) against
-bench/pytorch_gpt.py; DP=2 against PyTorch DDP over Gloo under torchrun (1 thread each);
+bench/pytorch_gpt.py, eager and with torch.compile; DP=2 against PyTorch DDP over Gloo under torchrun (1 thread each);
 pipeline bubble of 1F1B and GPipe at pp 2 and 4 against (p-1)/(m+p-1); the matmul peak."""
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
@@ -54,9 +54,9 @@ def trainer_run(config, nproc, sets, steps):
 TUNED_MALLOC = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824"}
 
 
-def pytorch_run(model, batch, steps, threads, nproc, env=None):
+def pytorch_run(model, batch, steps, threads, nproc, env=None, compile=False):
     cmd = [PY, os.path.join(ROOT, "bench/pytorch_gpt.py"), "--config", json.dumps(model), "--batch", str(batch),
-           "--steps", str(steps), "--threads", str(threads)]
+           "--steps", str(steps), "--threads", str(threads)] + (["--compile"] if compile else [])
     if nproc > 1:
         cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
                "--master_port", str(29700 + os.getpid() % 200)] + cmd[1:]
@@ -116,12 +116,14 @@ def main():
         batch = 16 if "tiny" in config else 8
         sets = ["parallel.dp=1", "parallel.pp=1", "parallel.tp=1", f"train.global_batch_size={batch}",
                 f"parallel.micro_batch_size={batch}", f"runtime.threads={cores}"]
-        ours, theirs, tuned = alternate(repeats, lambda: trainer_run(path, 1, sets, steps),
-                                        lambda: pytorch_run(model, batch, steps, cores, 1),
-                                        lambda: pytorch_run(model, batch, steps, cores, 1, TUNED_MALLOC))
+        ours, theirs, tuned, compiled = alternate(
+            repeats, lambda: trainer_run(path, 1, sets, steps), lambda: pytorch_run(model, batch, steps, cores, 1),
+            lambda: pytorch_run(model, batch, steps, cores, 1, TUNED_MALLOC),
+            lambda: pytorch_run(model, batch, steps, cores, 1, compile=True))
         measure_peaks()
         results["cases"].append({"name": f"{os.path.basename(config)} 1x1x1 fp32", "trainer": summary(ours),
                                  "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
+                                 "pytorch_compile": summary(compiled),
                                  "trainer_tflops": statistics.median(r["tflops_per_rank"] for r in ours)})
 
     # DP=2, one thread each, against DDP.
@@ -178,9 +180,10 @@ def write(results):
              "  (the best of measurements spread over the run: " +
              "; ".join(f"{d} {len(runs)} times, {min(r['model'] for r in runs):.3f}-{max(r['model'] for r in runs):.3f}"
                        for d, runs in results["peak_runs"].items()) + ")", "",
-             "(pytorch+malloc: the PyTorch script with trainer's malloc settings; split: trainer's step time as "
+             "(pytorch: eager, SDPA attention; +malloc: the same with trainer's malloc settings; compile: "
+             "torch.compile (Inductor), its compiling steps dropped as warm-up; split: trainer's step time as "
              "compute / optimizer / exposed communication / bubble)", "",
-             f"{'case':20} {'trainer':>8} {'pytorch':>8} {'ratio':>6} {'pytorch+malloc':>15} {'ratio':>6} "
+             f"{'case':20} {'trainer':>8} {'pytorch':>8} {'ratio':>6} {'+malloc':>8} {'ratio':>6} {'compile':>8} {'ratio':>6} "
              f"{'MFU':>5} {'split c/o/x/b %':>16} {'rss MB':>7}  spread (tok/s)"]
     for c in results["cases"]:
         t, p, pt = c["trainer"]["median"], c["pytorch"]["median"], c["pytorch_tuned_malloc"]["median"]
@@ -189,8 +192,11 @@ def write(results):
         step = statistics.median(r["step_s"] for r in runs)
         split = "/".join(f"{100 * statistics.median(r[k] for r in runs) / step:.0f}" for k in ("compute_s", "optimizer_s", "comm_s", "bubble_s"))
         rss = max(r["peak_rss_mb"] for r in runs)
-        spread = " vs ".join(f"{c[k]['min']:.0f}-{c[k]['max']:.0f}" for k in ("trainer", "pytorch", "pytorch_tuned_malloc"))
-        lines.append(f"{c['name']:20} {t:8.0f} {p:8.0f} {t / p:6.2f} {pt:15.0f} {t / pt:6.2f} {mfu:>5} {split:>16} "
+        sides = [k for k in ("trainer", "pytorch", "pytorch_tuned_malloc", "pytorch_compile") if k in c]
+        spread = " vs ".join(f"{c[k]['min']:.0f}-{c[k]['max']:.0f}" for k in sides)
+        pc = c["pytorch_compile"]["median"] if "pytorch_compile" in c else None
+        compiled = f"{pc:8.0f} {t / pc:6.2f}" if pc else f"{'-':>8} {'-':>6}"
+        lines.append(f"{c['name']:20} {t:8.0f} {p:8.0f} {t / p:6.2f} {pt:8.0f} {t / pt:6.2f} {compiled} {mfu:>5} {split:>16} "
                      f"{rss:7.0f}  {spread}")
     lines += ["", f"bubble: the last stage's idle share of the step less the optimizer (receive waits + drain); "
                   f"{results['bubble_config']}, micro-batch 1",
@@ -209,9 +215,10 @@ def write(results):
         fig, ax = plt.subplots(figsize=(8, 4))
         names = [c["name"] for c in results["cases"]]
         xs = range(len(names))
-        for shift, key, label in ((-0.27, "trainer", "trainer"), (0, "pytorch", "PyTorch"),
-                                  (0.27, "pytorch_tuned_malloc", "PyTorch + trainer's malloc settings")):
-            ax.bar([x + shift for x in xs], [c[key]["median"] for c in results["cases"]], 0.27, label=label)
+        for shift, key, label in ((-0.3, "trainer", "trainer"), (-0.1, "pytorch", "PyTorch eager"),
+                                  (0.1, "pytorch_tuned_malloc", "PyTorch eager + trainer's malloc settings"),
+                                  (0.3, "pytorch_compile", "PyTorch torch.compile")):
+            ax.bar([x + shift for x in xs], [c[key]["median"] if key in c else 0 for c in results["cases"]], 0.2, label=label)
         ax.set_xticks(list(xs), names, fontsize=8)
         ax.set_ylabel("tokens/s")
         ax.legend()

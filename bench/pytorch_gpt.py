@@ -3,7 +3,7 @@
 LayerNorm, tanh-GELU MLP, tied embeddings, biases; normal(0, init_std) init with the
 residual projections scaled by 1/sqrt(2*layers); AdamW with the same hyper-parameters, no
 decay on norms, biases and embeddings) on the same synthetic data, timed per step.
-Single process, or DDP over Gloo under torchrun. Prints one JSON line with the step times."""
+Single process (eager or torch.compile), or DDP over Gloo under torchrun. Prints one JSON line with the step times."""
 import argparse, json, math, os, time
 
 import torch
@@ -63,6 +63,7 @@ def main():
     ap.add_argument("--batch", type=int, required=True, help="global batch (samples)")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor)")
     args = ap.parse_args()
     m = json.loads(args.config)
     torch.set_num_threads(args.threads)
@@ -70,6 +71,8 @@ def main():
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     model = GPT(m)
+    if args.compile:  # forward and backward through Inductor; the first steps compile (timed, dropped as warm-up)
+        model = torch.compile(model)
     if world > 1:
         torch.distributed.init_process_group("gloo")
         model = nn.parallel.DistributedDataParallel(model)

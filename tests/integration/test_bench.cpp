@@ -9,7 +9,8 @@ TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[ben
                         testing::trainer_bin() + " --out " + dir.path, 600);
   INFO(r.output);
   REQUIRE(r.code == 0);
-  CHECK(r.output.find("pytorch+malloc") != std::string::npos);
+  CHECK(r.output.find("+malloc") != std::string::npos);
+  CHECK(r.output.find("compile") != std::string::npos);
   const std::string check =
       "import json,math,sys; d=json.load(open(sys.argv[1]));"
       "assert d['peak_tflops']['fp32'] > 0 and d['peak_tflops']['bf16'] > 0;"
@@ -17,6 +18,7 @@ TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[ben
       "assert all(r['optimizer_s'] > 0 for c in d['cases'] for r in c['trainer']['runs']);"
       "assert len(d['cases']) == 2;"
       "assert all(c[k]['median'] > 0 for c in d['cases'] for k in ('trainer', 'pytorch', 'pytorch_tuned_malloc'));"
+      "assert d['cases'][0]['pytorch_compile']['median'] > 0 and 'pytorch_compile' not in d['cases'][1];"
       "assert 0 < d['cases'][0]['trainer_mfu'] < 1;"
       "assert all(0 <= b['receive_wait'] <= b['measured'] <= 1 and abs(b['theory'] - (b['pp']-1)/(b['microbatches']+b['pp']-1)) < 1e-12 for b in d['bubble'])";
   auto valid = testing::run(testing::python() + " -c \"" + check + "\" " + dir.file("results.json"), 30);
