@@ -13,7 +13,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 # Pinned to what the GPU machines this project is checked on run (torch 2.11.0 + CUDA 13.0);
 # PyPI's Linux x86-64 wheel of it is built for CUDA 13.0 and brings NCCL 2.28 and cuBLAS 13.
 TORCH_PIN=torch==2.11.0
-TEST_PINS=(tensorboard==2.20.0 safetensors==0.7.0 numpy==2.3.5)
+TEST_PINS=(tensorboard==2.20.0 safetensors==0.7.0 numpy==2.3.5 transformers==4.57.6 tokenizers==0.22.2)
 
 # Debian packages, where a command or library is missing (the GPU machines have no registry but
 # already have everything this needs).

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/export.hpp"
+#include "checkpoint/hf.hpp"
 #include "checkpoint/shards.hpp"
 
 namespace trainer::checkpoint {
@@ -55,17 +57,30 @@ at::Tensor in_full_shape(const at::Tensor& saved, const model::ParamInfo& info) 
   return full;
 }
 
-void check_same_model(const std::string& dir, const Config& cfg) {
-  const std::string path = dir + "/config.yaml";
-  Config saved = load_config(path);
-  std::istringstream a(to_yaml(saved)), b(to_yaml(cfg));
+// The saved model must be the run's in every model key (vocab padding aside). Loading weights
+// only (checkpoint.init_from), dropout, init_std and, with RoPE (no position table), seq_len
+// may differ too.
+void check_same_model(const ModelConfig& saved, const Config& cfg, const std::string& where, bool weights_only) {
+  Config saved_cfg;
+  saved_cfg.model = saved;
+  std::istringstream a(to_yaml(saved_cfg)), b(to_yaml(cfg));
   std::string la, lb, section;
+  std::set<std::string> free = {"vocab_divisible_by"};
+  if (weights_only) free.insert({"dropout", "init_std"});
+  if (weights_only && cfg.model.positions == Positions::Rope) free.insert("seq_len");
   while (std::getline(a, la) && std::getline(b, lb)) {
     if (la.rfind("  ", 0) != 0) section = la;
-    if (section != "model:" || la == lb || la.find("vocab_divisible_by") != std::string::npos) continue;
-    throw ConfigError("checkpoint " + path + " holds a different model: saved '" + la.substr(2) +
-                      "', this run '" + lb.substr(2) + "'; use the same model config or another checkpoint.dir");
+    if (section != "model:" || la == lb) continue;
+    const std::string key = la.substr(2, la.find(':') - 2);
+    if (free.count(key)) continue;
+    throw ConfigError(where + " holds a different model: model." + key + " is" + la.substr(la.find(':') + 1) +
+                      " there but" + lb.substr(lb.find(':') + 1) + " in this run; use the same model config "
+                      "(--set model." + key + "=...) or another checkpoint");
   }
+}
+
+void check_same_model(const std::string& dir, const Config& cfg, bool weights_only = false) {
+  check_same_model(load_config(dir + "/config.yaml").model, cfg, "checkpoint " + dir, weights_only);
 }
 
 }  // namespace
@@ -150,6 +165,20 @@ void copy_params(const std::map<std::string, at::Tensor>& full, const std::strin
 }
 
 }  // namespace
+
+void load_weights(const std::string& source, const Config& cfg, std::vector<model::Param>& params) {
+  if (is_hf_dir(source)) {
+    const HfModel hf = read_hf(source);
+    check_same_model(hf.model, cfg, "Hugging Face model " + source, true);
+    copy_params(hf.tensors, source, params);
+    return;
+  }
+  const std::string dir = resolve_checkpoint(source);
+  check_same_model(dir, cfg, true);
+  std::set<std::string> names;
+  for (const auto& p : params) names.insert(p.info.name);
+  copy_params(assemble(read_all_pieces(dir), &names), dir, params);
+}
 
 void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params) {
   std::set<std::string> names;

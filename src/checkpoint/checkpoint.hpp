@@ -45,6 +45,12 @@ std::string save(const Config& cfg, distributed::Comm& comm, const std::vector<m
 TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
                 optim::AdamW& optimizer, data_parallel::DataParallel& dp);
 
+// checkpoint.init_from: the weights of a trainer checkpoint (a run's directory, then its latest
+// step, or one step's) or of a Hugging Face model directory into this rank's parameters. The
+// saved model must be the config's in every model key (a mismatch names it); dropout, init_std
+// and, with RoPE, seq_len may differ.
+void load_weights(const std::string& source, const Config& cfg, std::vector<model::Param>& params);
+
 // Loads only the parameters (e.g. for generation or export at another layout).
 void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params);
 // Full tensors of `names` (parameters, or "<name>.exp_avg"...), checking the model matches.

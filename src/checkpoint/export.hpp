@@ -1,14 +1,19 @@
-// `trainer export`: a checkpoint (any layout) as one safetensors file of the full model.
+// `trainer export`: a checkpoint (any layout) as the full model, for other tools.
 #pragma once
 
 #include <string>
 
 namespace trainer::checkpoint {
 
-// GPT-2-style models (learned positions, LayerNorm, GELU, biases, tied embeddings) get Hugging
-// Face GPT-2 tensor names and layouts (Conv1D weights are [in, out]; c_attn packs q, k, v);
-// other models keep trainer's names, with the QKV rows reordered to [q heads | k heads | v heads].
-// Vocab padding rows are dropped. Returns the number of tensors written.
-int export_safetensors(const std::string& checkpoint_dir, const std::string& output);
+enum class ExportFormat { Safetensors, HuggingFace };
+
+// A step directory as given, or the latest step of a checkpoint.dir.
+std::string resolve_checkpoint(const std::string& dir);
+
+// Safetensors: one file. Llama- and GPT-2-style models get Hugging Face's tensor names and
+// layouts (what --format hf writes, see hf.hpp), other models trainer's names with the key and
+// value rows apart (attn.k, attn.v). HuggingFace: a directory from_pretrained loads, sharded
+// above `max_shard_mb`. Vocab padding rows are dropped. Returns the number of tensors written.
+int export_model(const std::string& checkpoint, const std::string& output, ExportFormat format, double max_shard_mb);
 
 }  // namespace trainer::checkpoint

@@ -26,6 +26,8 @@
 #include "pipeline_parallel/schedule.hpp"
 #include "runtime/device.hpp"
 #include "checkpoint/export.hpp"
+#include "checkpoint/hf.hpp"
+#include "train/evaluate.hpp"
 #include "metrics/peak.hpp"
 #include "train/generate.hpp"
 #include "train/trainer.hpp"
@@ -127,6 +129,15 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
     spdlog::error("{}", e.what());
     return 1;
   }
+}
+
+// The checkpoint's config with this run's overrides (typically the layout).
+int cmd_eval(const EvalOptions& opts, const std::vector<std::string>& sets) {
+  const distributed::JobEnv job = job_from(RendezvousFlags{});
+  Config cfg = load_config(checkpoint::resolve_checkpoint(opts.checkpoint) + "/config.yaml", sets);
+  validate(cfg, job.world_size);
+  setup_logging(cfg.logging.level, job, &cfg);
+  return run_evaluation(cfg, job, opts);
 }
 
 // Parses "2x2x2" (dp x pp x tp).
@@ -272,10 +283,26 @@ int main(int argc, char** argv) {
   verify->add_option("--steps", verify_steps, "steps per layout (default: train.steps)");
   verify->add_option("--tolerance", tolerance, "largest allowed relative loss difference");
 
-  auto* exp = app.add_subcommand("export", "write a checkpoint's full model as one safetensors file");
-  std::string export_dir, export_out;
-  exp->add_option("--checkpoint", export_dir, "checkpoint step directory")->required();
-  exp->add_option("--output", export_out, "output .safetensors file")->required();
+  auto* exp = app.add_subcommand("export", "write a checkpoint's full model for other tools");
+  std::string export_dir, export_out, export_format = "safetensors";
+  double max_shard_mb = 5000;
+  exp->add_option("--checkpoint", export_dir, "checkpoint step directory or checkpoint.dir")->required();
+  exp->add_option("--output", export_out, "output .safetensors file, or directory with --format hf")->required();
+  exp->add_option("--format", export_format, "safetensors (one file) or hf (a Hugging Face model directory)");
+  exp->add_option("--max-shard-mb", max_shard_mb, "with --format hf: largest safetensors shard");
+
+  auto* import = app.add_subcommand("import-hf", "turn a Hugging Face Llama or GPT-2 model into a trainer checkpoint");
+  std::string import_dir, import_out;
+  import->add_option("--model", import_dir, "directory with config.json and model.safetensors (or its index)")->required();
+  import->add_option("--output", import_out, "checkpoint directory to write (step 0)")->required();
+
+  auto* eval = app.add_subcommand("eval", "mean next-token loss and perplexity of a checkpoint on a prepared dataset");
+  EvalOptions eopts;
+  std::vector<std::string> eval_sets;
+  eval->add_option("--checkpoint", eopts.checkpoint, "checkpoint step directory or checkpoint.dir")->required();
+  eval->add_option("--data", eopts.data, "prepared dataset: PREFIX of PREFIX.bin / PREFIX.idx")->required();
+  eval->add_option("--windows", eopts.windows, "windows of seq_len + 1 tokens to score, from the start");
+  eval->add_option("--set", eval_sets, "override (the layout, micro-batch...): section.key=value")->take_all()->allow_extra_args(false);
 
   auto* gen = app.add_subcommand("generate", "sample text from a checkpoint");
   GenerateOptions gopts;
@@ -336,10 +363,20 @@ int main(int argc, char** argv) {
       return r.max_rel_error < (dtype == DType::Bf16 ? 5e-2 : 1e-4) ? 0 : 1;
     }
     if (*exp) {
-      const int n = checkpoint::export_safetensors(export_dir, export_out);
+      if (export_format != "safetensors" && export_format != "hf")
+        throw ConfigError("--format is '" + export_format + "'; use safetensors or hf");
+      const int n = checkpoint::export_model(export_dir, export_out,
+                                             export_format == "hf" ? checkpoint::ExportFormat::HuggingFace
+                                                                   : checkpoint::ExportFormat::Safetensors,
+                                             max_shard_mb);
       std::cout << "wrote " << n << " tensors to " << export_out << std::endl;
       return 0;
     }
+    if (*import) {
+      std::cout << "wrote " << checkpoint::import_hf(import_dir, import_out) << std::endl;
+      return 0;
+    }
+    if (*eval) return cmd_eval(eopts, eval_sets);
     if (*gen) {
       std::cout << generate(gopts) << std::endl;
       return 0;

@@ -24,6 +24,8 @@ template <> struct Choices<DataSource> { static constexpr const char* names[] = 
 template <> struct Choices<LogLevel> { static constexpr const char* names[] = {"debug", "info", "warn"}; };
 template <> struct Choices<DeviceKind> { static constexpr const char* names[] = {"auto", "cpu", "cuda"}; };
 template <> struct Choices<BackendKind> { static constexpr const char* names[] = {"auto", "gloo", "nccl"}; };
+template <> struct Choices<RopeScaling> { static constexpr const char* names[] = {"none", "llama3"}; };
+template <> struct Choices<Recompute> { static constexpr const char* names[] = {"none", "selective", "full"}; };
 
 template <typename T, typename = void> struct is_choice : std::false_type {};
 template <typename T> struct is_choice<T, std::void_t<decltype(Choices<T>::names)>> : std::true_type {};
@@ -63,6 +65,8 @@ TRAINER_CHOICE(DataSource)
 TRAINER_CHOICE(LogLevel)
 TRAINER_CHOICE(DeviceKind)
 TRAINER_CHOICE(BackendKind)
+TRAINER_CHOICE(RopeScaling)
+TRAINER_CHOICE(Recompute)
 #undef TRAINER_CHOICE
 
 namespace {
@@ -227,6 +231,8 @@ const std::vector<Field>& schema() {
       field("model.layers", &C::model, &ModelConfig::layers, "Transformer blocks"),
       field("model.hidden", &C::model, &ModelConfig::hidden, "model width"),
       field("model.heads", &C::model, &ModelConfig::heads, "attention heads (divisible by tp)"),
+      field("model.kv_heads", &C::model, &ModelConfig::kv_heads,
+            "key/value heads, grouped-query attention (divides heads); 0 = heads"),
       field("model.ffn", &C::model, &ModelConfig::ffn, "MLP inner width (divisible by tp)"),
       field("model.vocab_size", &C::model, &ModelConfig::vocab_size, "tokenizer vocabulary size"),
       field("model.seq_len", &C::model, &ModelConfig::seq_len, "tokens per sample"),
@@ -240,6 +246,15 @@ const std::vector<Field>& schema() {
       field("model.init_std", &C::model, &ModelConfig::init_std, "std of the normal init"),
       field("model.norm_eps", &C::model, &ModelConfig::norm_eps, "epsilon of the norms"),
       field("model.rope_theta", &C::model, &ModelConfig::rope_theta, "RoPE base"),
+      field("model.rope_scaling", &C::model, &ModelConfig::rope_scaling,
+            "RoPE frequency scaling: llama3 = Llama 3.1's (Hugging Face rope_type llama3)"),
+      field("model.rope_factor", &C::model, &ModelConfig::rope_factor, "llama3 scaling: factor"),
+      field("model.rope_low_freq_factor", &C::model, &ModelConfig::rope_low_freq_factor,
+            "llama3 scaling: low_freq_factor"),
+      field("model.rope_high_freq_factor", &C::model, &ModelConfig::rope_high_freq_factor,
+            "llama3 scaling: high_freq_factor"),
+      field("model.rope_original_max_positions", &C::model, &ModelConfig::rope_original_max_positions,
+            "llama3 scaling: original_max_position_embeddings"),
       field("model.vocab_divisible_by", &C::model, &ModelConfig::vocab_divisible_by,
             "vocab padded to a multiple of this x tp"),
       field("parallel.dp", &C::parallel, &ParallelConfig::dp, "data-parallel size"),
@@ -254,6 +269,10 @@ const std::vector<Field>& schema() {
             "layers per pipeline stage; empty = even split"),
       field("parallel.sequence_parallel", &C::parallel, &ParallelConfig::sequence_parallel,
             "shard norm/dropout regions along the sequence over tp"),
+      field("parallel.recompute", &C::parallel, &ParallelConfig::recompute,
+            "activation recomputation: full = whole layers, selective = the attention core"),
+      field("parallel.recompute_layers", &C::parallel, &ParallelConfig::recompute_layers,
+            "with full: layers recomputed per model chunk, from its first; 0 = all"),
       field("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate"),
       field("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of decay"),
       field("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps"),
@@ -292,6 +311,9 @@ const std::vector<Field>& schema() {
             "validation data, same kind as data.path (with train.eval_interval)"),
       field("checkpoint.dir", &C::checkpoint, &CheckpointConfig::dir,
             "checkpoint directory; empty = no checkpoints"),
+      field("checkpoint.init_from", &C::checkpoint, &CheckpointConfig::init_from,
+            "start from these weights (step 0, fresh optimizer) unless resuming: a trainer checkpoint "
+            "(run or step directory) or a Hugging Face model directory"),
       field("checkpoint.interval", &C::checkpoint, &CheckpointConfig::interval,
             "steps between checkpoints; 0 = only at the end"),
       field("checkpoint.keep_last", &C::checkpoint, &CheckpointConfig::keep_last,
@@ -439,6 +461,10 @@ int virtual_stages_in_effect(const ParallelConfig& p) {
   return p.schedule == Schedule::Interleaved1F1B ? p.virtual_stages : 1;
 }
 
+int kv_heads_of(const ModelConfig& m) { return m.kv_heads == 0 ? m.heads : m.kv_heads; }
+
+int kv_replicas_of(const ModelConfig& m, int tp) { return tp > kv_heads_of(m) ? tp / kv_heads_of(m) : 1; }
+
 int num_microbatches(const Config& cfg) {
   return cfg.train.global_batch_size / (cfg.parallel.micro_batch_size * cfg.parallel.dp);
 }
@@ -482,6 +508,25 @@ void validate(const Config& cfg, int world_size) {
   if (m.heads % p.tp != 0)
     invalid("model.heads", show(m.heads), "not divisible by parallel.tp = " + show(p.tp),
             "use a tp that divides the number of heads");
+  const int kv = kv_heads_of(m);
+  if (kv < 1 || m.heads % kv != 0)
+    invalid("model.kv_heads", show(m.kv_heads), "must divide model.heads = " + show(m.heads),
+            "use a divisor of heads (heads / kv_heads query heads share each key/value head), or 0 for heads");
+  if (kv >= p.tp ? kv % p.tp != 0 : p.tp % kv != 0)
+    invalid("model.kv_heads", show(kv),
+            "parallel.tp = " + show(p.tp) + " must divide the key/value heads, or be a multiple of them (then each is replicated on tp / kv_heads ranks)",
+            "pick tp and kv_heads so that one divides the other");
+  if (m.rope_scaling == RopeScaling::Llama3) {
+    positive("model.rope_factor", m.rope_factor);
+    positive("model.rope_original_max_positions", m.rope_original_max_positions);
+    if (!(m.rope_high_freq_factor > m.rope_low_freq_factor))
+      invalid("model.rope_high_freq_factor", show(m.rope_high_freq_factor),
+              "must exceed model.rope_low_freq_factor = " + show(m.rope_low_freq_factor), "Llama 3.1 uses 4 and 1");
+    if (m.positions != Positions::Rope)
+      invalid("model.rope_scaling", name_of(m.rope_scaling), "needs model.positions = rope", "set model.positions=rope");
+  }
+  if (p.recompute_layers < 0)
+    invalid("parallel.recompute_layers", show(p.recompute_layers), "must be >= 0", "0 recomputes every layer");
   if (m.ffn % p.tp != 0)
     invalid("model.ffn", show(m.ffn), "not divisible by parallel.tp = " + show(p.tp),
             "use an ffn size that is a multiple of tp");

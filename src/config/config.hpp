@@ -25,6 +25,8 @@ enum class DataSource { Synthetic, Indexed, Tokens };
 enum class LogLevel { Debug, Info, Warn };
 enum class DeviceKind { Auto, Cpu, Cuda };
 enum class BackendKind { Auto, Gloo, Nccl };
+enum class RopeScaling { None, Llama3 };
+enum class Recompute { None, Selective, Full };
 
 // The spelling of `value` in a config ("interleaved-1f1b"), and the value of a spelling
 // (throws ConfigError naming `key` and the choices).
@@ -35,6 +37,7 @@ struct ModelConfig {
   int layers = 4;
   int hidden = 64;
   int heads = 4;
+  int kv_heads = 0;  // key/value heads (grouped-query attention); 0 = heads
   int ffn = 256;
   int vocab_size = 256;
   int seq_len = 32;
@@ -47,6 +50,13 @@ struct ModelConfig {
   double init_std = 0.02;
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  // Llama 3.1's RoPE scaling (Hugging Face rope_type "llama3"): long wavelengths slowed by
+  // `rope_factor`, short ones kept, a smooth blend between.
+  RopeScaling rope_scaling = RopeScaling::None;
+  double rope_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int rope_original_max_positions = 8192;
   int vocab_divisible_by = 8;  // vocab is padded to a multiple of this × tp (Megatron)
 };
 
@@ -59,6 +69,11 @@ struct ParallelConfig {
   int virtual_stages = 1;
   std::vector<int> stage_layers;  // explicit layers per stage; empty = even split
   bool sequence_parallel = false;
+  // Activation recomputation: `full` keeps only each layer's input and runs the layer again in
+  // backward (the first `recompute_layers` layers of each stage's chunks; 0 = all); `selective`
+  // recomputes the attention core (RoPE, key/value repeat, attention).
+  Recompute recompute = Recompute::None;
+  int recompute_layers = 0;
 };
 
 struct OptimConfig {
@@ -102,6 +117,7 @@ struct DataConfig {
 
 struct CheckpointConfig {
   std::string dir;
+  std::string init_from;  // weights to start from (trainer checkpoint or Hugging Face directory)
   int interval = 0;
   int keep_last = 2;
 };
@@ -158,6 +174,10 @@ int padded_vocab_size(const ModelConfig& m, int tp);
 int virtual_stages_in_effect(const ParallelConfig& p);
 int num_microbatches(const Config& cfg);
 int world_size_of(const ParallelConfig& p);
+// model.kv_heads in effect (0 means heads).
+int kv_heads_of(const ModelConfig& m);
+// TP ranks that hold each key/value head: tp / kv_heads when tp exceeds kv_heads, else 1.
+int kv_replicas_of(const ModelConfig& m, int tp);
 
 // The resolved config as YAML text (every key, defaults included).
 std::string to_yaml(const Config& cfg);

@@ -222,6 +222,7 @@ Comm::Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeou
   dp_ = make_group(GroupKind::DP);
   mp_ = make_group(GroupKind::ModelParallel);
   embedding_ = make_group(GroupKind::Embedding);
+  kv_ = make_group(GroupKind::KvReplicas);
   std::vector<int> all(grid.world());
   for (int r = 0; r < grid.world(); ++r) all[r] = r;
   world_ = make_group("world", all, nccl_);
@@ -273,7 +274,7 @@ std::unique_ptr<Group> Comm::make_group(const std::string& name, const std::vect
 }
 
 std::vector<const Group*> Comm::groups() const {
-  return {tp_.get(), pp_.get(), dp_.get(), mp_.get(), embedding_.get(), world_.get()};
+  return {tp_.get(), pp_.get(), dp_.get(), mp_.get(), embedding_.get(), kv_.get(), world_.get()};
 }
 
 // --- collectives ------------------------------------------------------------------------

@@ -89,6 +89,7 @@ class Comm {
   Group& dp() { return *dp_; }
   Group& model_parallel() { return *mp_; }
   Group& embedding() { return *embedding_; }  // size 0 on middle stages
+  Group& kv_replicas() { return *kv_; }       // size 1 unless key/value heads are replicated
   Group& world() { return *world_; }
   std::vector<const Group*> groups() const;
 
@@ -103,7 +104,7 @@ class Comm {
   std::chrono::milliseconds timeout_;
   struct StoreHolder;
   std::unique_ptr<StoreHolder> store_;
-  std::unique_ptr<Group> tp_, pp_, dp_, mp_, embedding_, world_;
+  std::unique_ptr<Group> tp_, pp_, dp_, mp_, embedding_, kv_, world_;
 };
 
 // --- collectives (all members of the group must call them in the same order) -------------

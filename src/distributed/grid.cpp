@@ -12,12 +12,14 @@ std::string group_kind_name(GroupKind kind) {
     case GroupKind::DP: return "dp";
     case GroupKind::ModelParallel: return "mp";
     case GroupKind::Embedding: return "embedding";
+    case GroupKind::KvReplicas: return "kv";
   }
   return "?";
 }
 
-Grid::Grid(int dp, int pp, int tp) : dp_(dp), pp_(pp), tp_(tp) {
+Grid::Grid(int dp, int pp, int tp, int kv_replicas) : dp_(dp), pp_(pp), tp_(tp), kv_replicas_(kv_replicas) {
   if (dp < 1 || pp < 1 || tp < 1) throw std::invalid_argument("grid sizes must be >= 1");
+  if (kv_replicas < 1 || tp % kv_replicas != 0) throw std::invalid_argument("kv_replicas must divide tp");
 }
 
 int Grid::rank_of(Coord c) const { return c.tp + tp_ * (c.dp + dp_ * c.pp); }
@@ -40,6 +42,8 @@ std::vector<std::vector<int>> Grid::groups(GroupKind kind) const {
       case GroupKind::DP: return c.tp + tp_ * c.pp;             // spans dp
       case GroupKind::ModelParallel: return c.dp;               // spans pp and tp
       case GroupKind::Embedding: return c.tp + tp_ * c.dp;      // first+last stage of a PP group
+      case GroupKind::KvReplicas:                                // a block of one TP group
+        return c.tp / kv_replicas_ + (tp_ / kv_replicas_) * (c.dp + dp_ * c.pp);
     }
     return 0;
   };

@@ -17,17 +17,20 @@ struct Coord {
   bool operator==(const Coord& o) const { return dp == o.dp && pp == o.pp && tp == o.tp; }
 };
 
-enum class GroupKind { TP, PP, DP, ModelParallel, Embedding };
+// KvReplicas: the ranks of one TP group that hold the same key/value heads (grouped-query
+// attention with fewer key/value heads than TP ranks): consecutive blocks of `kv_replicas`.
+enum class GroupKind { TP, PP, DP, ModelParallel, Embedding, KvReplicas };
 std::string group_kind_name(GroupKind kind);
 
 class Grid {
  public:
-  Grid(int dp, int pp, int tp);
+  Grid(int dp, int pp, int tp, int kv_replicas = 1);
 
   int dp() const { return dp_; }
   int pp() const { return pp_; }
   int tp() const { return tp_; }
   int world() const { return dp_ * pp_ * tp_; }
+  int kv_replicas() const { return kv_replicas_; }
 
   int rank_of(Coord c) const;
   Coord coord_of(int rank) const;
@@ -39,7 +42,7 @@ class Grid {
   std::vector<int> group_of(GroupKind kind, int rank) const;
 
  private:
-  int dp_, pp_, tp_;
+  int dp_, pp_, tp_, kv_replicas_;
 };
 
 }  // namespace trainer::distributed

@@ -7,8 +7,9 @@ std::int64_t count_parameters(const ModelConfig& m) {
   const bool layernorm_bias = m.norm == Norm::LayerNorm && m.bias;
   const std::int64_t norm = h + (layernorm_bias ? h : 0);
   const std::int64_t mlp_in = (m.mlp == Mlp::SwiGlu ? 2 : 1);
-  std::int64_t layer = 2 * norm + 3 * h * h + h * h + mlp_in * h * f + f * h;
-  if (m.bias) layer += 3 * h + h + mlp_in * f + h;
+  const std::int64_t kv = 2LL * kv_heads_of(m) * (h / m.heads);  // key and value rows
+  std::int64_t layer = 2 * norm + h * h + kv * h + h * h + mlp_in * h * f + f * h;
+  if (m.bias) layer += h + kv + h + mlp_in * f + h;
   std::int64_t total = V * h + m.layers * layer + norm;
   if (m.positions == Positions::Learned) total += S * h;
   if (!m.tied_embeddings) total += V * h;
@@ -18,7 +19,8 @@ std::int64_t count_parameters(const ModelConfig& m) {
 double flops_per_token(const ModelConfig& m) {
   const double h = m.hidden, f = m.ffn, V = m.vocab_size, S = m.seq_len, L = m.layers;
   const double mlp_mats = (m.mlp == Mlp::SwiGlu ? 3.0 : 2.0);
-  const double matmul_weights = L * (4.0 * h * h + mlp_mats * h * f) + h * V;
+  const double kv = 2.0 * kv_heads_of(m) * (h / m.heads);
+  const double matmul_weights = L * (2.0 * h * h + kv * h + mlp_mats * h * f) + h * V;
   return 6.0 * matmul_weights + 12.0 * L * S * h;
 }
 
@@ -26,7 +28,8 @@ double activation_bytes_per_layer(const ModelConfig& m, int micro_batch, int tp,
   const double B = micro_batch, S = m.seq_len, H = m.hidden, F = m.ffn, heads = m.heads;
   const double replicated = 6 * B * S * H / (sequence_parallel ? tp : 1);  // norms, residuals
   const double mlp_factor = m.mlp == Mlp::SwiGlu ? 4 : 2;
-  const double sharded = (4 * B * S * H + mlp_factor * B * S * F + 2 * B * heads * S * S) / tp;
+  const double kv = 2.0 * kv_heads_of(m) * (H / heads);  // key and value width
+  const double sharded = ((2 * H + kv) * B * S + mlp_factor * B * S * F + 2 * B * heads * S * S) / tp;
   return 4.0 * (replicated + sharded);
 }
 

@@ -13,8 +13,9 @@ std::int64_t count_parameters(const ModelConfig& m);
 
 // Training FLOPs per token, forward + backward (3x forward), PaLM/Megatron style:
 //   6 * (matmul weights per token) + 12 * layers * seq_len * hidden   (attention scores and
-// the weighted sum of values, no causal discount). Matmul weights: per layer qkv 3h^2, out
-// projection h^2, MLP (2 or 3) * h * ffn, and the output head h * vocab.
+// the weighted sum of values, no causal discount). Matmul weights: per layer queries h^2, keys
+// and values 2 * kv_heads * head_dim * h, out projection h^2, MLP (2 or 3) * h * ffn, and the
+// output head h * vocab.
 double flops_per_token(const ModelConfig& m);
 
 // Estimated bytes of activations one Transformer layer keeps for backward, per microbatch of

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "model/recompute.hpp"
 #include "ops/cpu_ops.hpp"
 
 namespace trainer::model {
@@ -32,6 +33,25 @@ at::Tensor Chunk::rope(const at::Tensor& x) const {
   return x * rope_cos_ + rotated * rope_sin_;
 }
 
+at::Tensor rope_inverse_frequencies(const ModelConfig& m) {
+  const int64_t D = m.hidden / m.heads;
+  // In float32 and in Hugging Face's order of operations, so that the tables are bitwise its
+  // (angles at position 8192 would otherwise differ by ~1e-3 rad).
+  at::Tensor inv = 1.0 / at::pow(m.rope_theta, at::arange(0, D, 2, at::kLong).to(at::kFloat) / static_cast<double>(D));
+  if (m.rope_scaling == RopeScaling::Llama3) {
+    // Wavelengths longer than original / low_freq_factor are slowed by `factor`, shorter than
+    // original / high_freq_factor kept, and those between blended linearly in original/wavelength.
+    const double original = m.rope_original_max_positions;
+    at::Tensor wavelength = 2 * M_PI / inv;
+    at::Tensor smooth = (original / wavelength - m.rope_low_freq_factor) / (m.rope_high_freq_factor - m.rope_low_freq_factor);
+    at::Tensor blended = (1 - smooth) * inv / m.rope_factor + smooth * inv;
+    at::Tensor scaled = at::where(wavelength > original / m.rope_low_freq_factor, inv / m.rope_factor, inv);
+    const at::Tensor medium = (wavelength >= original / m.rope_high_freq_factor) & (wavelength <= original / m.rope_low_freq_factor);
+    inv = at::where(medium, blended, scaled);
+  }
+  return inv;
+}
+
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::ScalarType dtype,
                             double dropout) {
   // LibTorch picks a flash kernel where the device and dtype have one (CPU fp32/bf16, CUDA
@@ -43,28 +63,50 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
       .to(at::kFloat);
 }
 
+// Each key/value head repeated for the `group` query heads that share it: [B, kv, S, D] ->
+// [B, kv * group, S, D], query head j reading key/value head j / group (Hugging Face's repeat_kv).
+at::Tensor repeat_kv(const at::Tensor& x, int64_t group) {
+  if (group == 1) return x;
+  const auto sizes = x.sizes();
+  return x.unsqueeze(2).expand({sizes[0], sizes[1], group, sizes[2], sizes[3]}).reshape({sizes[0], -1, sizes[2], sizes[3]});
+}
+
+// RoPE on queries and keys, keys and values repeated for grouped-query attention, attention.
+at::Tensor Chunk::attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
+  const bool rotary = cfg_->positions == Positions::Rope;
+  const int64_t group = local_heads_ / local_kv_heads_;
+  return causal_attention(rotary ? rope(q) : q, repeat_kv(rotary ? rope(k) : k, group), repeat_kv(v, group),
+                          tp_.compute_dtype, cfg_->dropout);
+}
+
 at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
-  at::Tensor qkv = b.qkv.forward(x, tp_);  // [B, S, heads/tp * 3 * D]
-  const int64_t B = qkv.size(0), S = qkv.size(1);
-  qkv = qkv.view({B, S, local_heads_, 3, head_dim_}).permute({3, 0, 2, 1, 4});  // [3, B, h, S, D]
-  // unbind, not qkv[i]: its backward stacks the three gradients in one copy, where three
-  // selects would each zero a full-size buffer and add them up.
-  const std::vector<at::Tensor> parts = qkv.unbind(0);
-  at::Tensor q = parts[0], k = parts[1], v = parts[2];
-  if (cfg_->positions == Positions::Rope) {
-    q = rope(q);
-    k = rope(k);
-  }
-  at::Tensor out = causal_attention(q, k, v, tp_.compute_dtype, cfg_->dropout);  // [B, h, S, D]
+  const at::Tensor input = tensor_parallel::column_input(x, tp_);
+  at::Tensor q = b.q.apply(input, tp_);    // [B, S, local heads * D]
+  at::Tensor kv = b.kv.apply(input, tp_);  // [B, S, local kv heads * 2 * D]
+  const int64_t B = q.size(0), S = q.size(1);
+  q = q.view({B, S, local_heads_, head_dim_}).transpose(1, 2);  // [B, h, S, D]
+  // unbind, not kv[i]: its backward stacks both gradients in one copy, where two selects would
+  // each zero a full-size buffer and add them up.
+  const std::vector<at::Tensor> k_v = kv.view({B, S, local_kv_heads_, 2, head_dim_}).permute({3, 0, 2, 1, 4}).unbind(0);
+  at::Tensor out = recompute_ == Recompute::Selective
+                       ? recompute([this](const std::vector<at::Tensor>& in) { return attention_core(in[0], in[1], in[2]); },
+                                   {q, k_v[0], k_v[1]})
+                       : attention_core(q, k_v[0], k_v[1]);  // [B, h, S, D]
   out = out.transpose(1, 2).reshape({B, S, local_heads_ * head_dim_});
   return b.proj.forward(out, tp_);
 }
 
 at::Tensor Chunk::mlp(const Block& b, const at::Tensor& x) const {
-  at::Tensor h = b.fc1.forward(x, tp_);
-  if (cfg_->mlp == Mlp::SwiGlu) h = at::silu(b.gate.forward(x, tp_)) * h;
+  const at::Tensor input = tensor_parallel::column_input(x, tp_);
+  at::Tensor h = b.fc1.apply(input, tp_);
+  if (cfg_->mlp == Mlp::SwiGlu) h = at::silu(b.gate.apply(input, tp_)) * h;
   else h = ops::gelu_tanh(h);
   return b.fc2.forward(h, tp_);
+}
+
+at::Tensor Chunk::block(const Block& b, const at::Tensor& x) const {
+  at::Tensor h = x + dropout(attention(b, norm(b.norm1, x)));
+  return h + dropout(mlp(b, norm(b.norm2, h)));
 }
 
 at::Tensor Chunk::forward(const at::Tensor& input) const {
@@ -81,9 +123,10 @@ at::Tensor Chunk::forward(const at::Tensor& input) const {
   } else {
     x = input;
   }
-  for (const Block& b : blocks_) {
-    x = x + dropout(attention(b, norm(b.norm1, x)));
-    x = x + dropout(mlp(b, norm(b.norm2, x)));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Block* b = &blocks_[i];
+    const bool full = recompute_ == Recompute::Full && (recompute_layers_ == 0 || static_cast<int>(i) < recompute_layers_);
+    x = full ? recompute([this, b](const std::vector<at::Tensor>& in) { return block(*b, in[0]); }, {x}) : block(*b, x);
   }
   return x;
 }
@@ -110,7 +153,7 @@ at::Tensor GPT::add_param(ParamInfo info, const InitSpec& init) {
     if (p.info.name == info.name) return p.tensor;  // tied weights inside one rank: one tensor
   const int tp_rank = tp_.rank(), tp_size = tp_.size();
   at::Tensor t = init_shard(info, init, cfg_.runtime.seed, tp_rank, tp_size);
-  if (info.shard_dim >= 0) info.shard_offset = tp_rank * t.size(info.shard_dim);
+  if (info.shard_dim >= 0) info.shard_offset = tp_rank / info.tp_replicas * t.size(info.shard_dim);
   t.set_requires_grad(true);
   params_.push_back({t, info});
   return t;
@@ -133,15 +176,17 @@ Norm GPT::make_norm(const std::string& name, int chunk) {
   return n;
 }
 
-ColumnParallelLinear GPT::make_column(const std::string& name, int64_t out, int64_t in, int chunk) {
+ColumnParallelLinear GPT::make_column(const std::string& name, int64_t out, int64_t in, int chunk, int tp_replicas) {
   ParamInfo w{name + ".weight", {out, in}};
   w.shard_dim = 0;
+  w.tp_replicas = tp_replicas;
   w.chunk = chunk;
   ColumnParallelLinear l;
   l.weight = add_param(w, {Init::Normal, cfg_.model.init_std});
   if (cfg_.model.bias) {
     ParamInfo b{name + ".bias", {out}};
     b.shard_dim = 0;
+    b.tp_replicas = tp_replicas;
     b.decay = cfg_.optim.decay_norms_and_biases;
     b.is_norm_or_bias = true;
     b.chunk = chunk;
@@ -175,7 +220,10 @@ Block GPT::make_block(int layer, int chunk) {
   const double out_std = m.init_std / std::sqrt(2.0 * m.layers);
   Block b;
   b.norm1 = make_norm(p + ".norm1", chunk);
-  b.qkv = make_column(p + ".attn.qkv", 3LL * m.hidden, m.hidden, chunk);
+  const int64_t head_dim = m.hidden / m.heads, kv_heads = kv_heads_of(m);
+  b.q = make_column(p + ".attn.q", m.hidden, m.hidden, chunk);
+  // Fewer key/value heads than TP ranks: each is held by a block of tp / kv_heads ranks.
+  b.kv = make_column(p + ".attn.kv", 2 * kv_heads * head_dim, m.hidden, chunk, kv_replicas_of(m, tp_.size()));
   b.proj = make_row(p + ".attn.proj", m.hidden, m.hidden, out_std, chunk);
   b.norm2 = make_norm(p + ".norm2", chunk);
   b.fc1 = make_column(p + ".mlp.fc1", m.ffn, m.hidden, chunk);
@@ -211,7 +259,10 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
     ch.first_ = id == 0;
     ch.last_ = id == total_chunks - 1;
     ch.layer_begin_ = layer_ranges[id].first;
+    ch.recompute_ = cfg_.parallel.recompute;
+    ch.recompute_layers_ = cfg_.parallel.recompute_layers;
     ch.local_heads_ = m.heads / tp_.size();
+    ch.local_kv_heads_ = std::max(1, kv_heads_of(m) / tp_.size());
     ch.head_dim_ = m.hidden / m.heads;
     if (ch.first_) {
       ParamInfo e = emb;
@@ -247,9 +298,7 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
     // RoPE tables for the full sequence, built once.
     auto f32 = at::TensorOptions().dtype(at::kFloat).device(comm.device());
     if (m.positions == Positions::Rope) {
-      const int64_t D = ch.head_dim_;
-      at::Tensor inv = at::pow(m.rope_theta, -at::arange(0, D, 2, f32) / static_cast<double>(D));
-      at::Tensor angles = at::outer(at::arange(S, f32), inv);  // [S, D/2]
+      at::Tensor angles = at::outer(at::arange(S, f32), rope_inverse_frequencies(m).to(f32));  // [S, D/2]
       angles = at::cat({angles, angles}, -1);
       ch.rope_cos_ = angles.cos();
       ch.rope_sin_ = angles.sin();

@@ -21,12 +21,17 @@ struct Norm {
 
 struct Block {
   Norm norm1, norm2;
-  tensor_parallel::ColumnParallelLinear qkv;  // rows grouped per head: [head][q|k|v][head_dim]
+  tensor_parallel::ColumnParallelLinear q;   // [heads * head_dim, hidden], rows per head
+  tensor_parallel::ColumnParallelLinear kv;  // [kv_heads * 2 * head_dim, hidden]: [kv head][k|v][head_dim]
   tensor_parallel::RowParallelLinear proj;
   tensor_parallel::ColumnParallelLinear fc1;
   tensor_parallel::ColumnParallelLinear gate;  // SwiGLU only
   tensor_parallel::RowParallelLinear fc2;
 };
+
+// RoPE inverse frequencies [head_dim / 2]: theta^(-2i/D), with Llama 3.1's scaling when
+// model.rope_scaling = llama3 (Hugging Face's _compute_llama3_parameters).
+at::Tensor rope_inverse_frequencies(const ModelConfig& m);
 
 // Causal self-attention of q, k, v [B, heads, S, D] -> [B, heads, S, D] in fp32, the products in
 // `dtype`, through LibTorch's fused scaled_dot_product_attention; `dropout` on the probabilities.
@@ -51,17 +56,21 @@ class Chunk {
 
  private:
   friend class GPT;
+  at::Tensor block(const Block& b, const at::Tensor& x) const;
   at::Tensor attention(const Block& b, const at::Tensor& x) const;
+  at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
   at::Tensor mlp(const Block& b, const at::Tensor& x) const;
   at::Tensor norm(const Norm& n, const at::Tensor& x) const;
   at::Tensor rope(const at::Tensor& x) const;
   at::Tensor dropout(const at::Tensor& x) const;
 
   const ModelConfig* cfg_ = nullptr;
+  Recompute recompute_ = Recompute::None;
+  int recompute_layers_ = 0;  // under full: the first this many layers of the chunk
   tensor_parallel::TPContext tp_;
   bool first_ = false, last_ = false;
   int layer_begin_ = 0;
-  int local_heads_ = 0, head_dim_ = 0;
+  int local_heads_ = 0, local_kv_heads_ = 0, head_dim_ = 0;
   tensor_parallel::VocabParallelEmbedding embedding_;
   at::Tensor position_embedding_;  // learned positions, [S, H] (first chunk)
   std::vector<Block> blocks_;
@@ -84,7 +93,8 @@ class GPT {
  private:
   at::Tensor add_param(ParamInfo info, const InitSpec& init);
   Norm make_norm(const std::string& name, int chunk);
-  tensor_parallel::ColumnParallelLinear make_column(const std::string& name, int64_t out, int64_t in, int chunk);
+  tensor_parallel::ColumnParallelLinear make_column(const std::string& name, int64_t out, int64_t in, int chunk,
+                                                    int tp_replicas = 1);
   tensor_parallel::RowParallelLinear make_row(const std::string& name, int64_t out, int64_t in, double std, int chunk);
   Block make_block(int layer, int chunk);
 

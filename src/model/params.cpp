@@ -34,7 +34,7 @@ at::Tensor init_shard(const ParamInfo& info, const InitSpec& init, std::int64_t 
     }
   }
   if (info.shard_dim < 0 || tp_size == 1) return full;
-  return full.chunk(tp_size, info.shard_dim)[tp_rank].contiguous();
+  return full.chunk(tp_size / info.tp_replicas, info.shard_dim)[tp_rank / info.tp_replicas].contiguous();
 }
 
 }  // namespace trainer::model

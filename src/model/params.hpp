@@ -21,6 +21,9 @@ struct ParamInfo {
   int64_t real_rows = -1;          // rows that carry the model (vocab before padding); -1 = all
   int shard_dim = -1;              // dimension split over TP; -1 = replicated over TP
   int64_t shard_offset = 0;        // where this rank's shard starts along shard_dim
+  // TP ranks holding the same shard: consecutive blocks of this many (key/value heads when tp
+  // exceeds model.kv_heads). Their gradients are partial sums, summed over the kv group.
+  int tp_replicas = 1;
   bool decay = true;               // AdamW weight decay applies
   bool is_embedding = false;
   bool is_norm_or_bias = false;
@@ -46,7 +49,8 @@ struct InitSpec {
 };
 
 // Builds the full tensor for `info` from (seed, name) and returns this rank's shard, with
-// padding rows (beyond info.real_rows) set to zero. `tp_rank/tp_size` select the shard.
+// padding rows (beyond info.real_rows) set to zero. `tp_rank/tp_size` select the shard (the
+// same for each block of info.tp_replicas ranks).
 at::Tensor init_shard(const ParamInfo& info, const InitSpec& init, std::int64_t seed, int tp_rank,
                       int tp_size);
 

@@ -25,7 +25,7 @@ AdamW::AdamW(const OptimConfig& cfg, data_parallel::DataParallel& dp, distribute
 }
 
 double AdamW::grad_norm() {
-  const bool first_tp = comm_.coord().tp == 0;
+  const int tp_rank = comm_.coord().tp;
   // Accumulated as a tensor: one host synchronisation per step, not one per parameter. Each
   // segment's norm is taken in its own dtype (an fp32 reduction, no float64 copy of the
   // gradients: that copy cost ~5% of the small benchmark model's step); the sum is in float64.
@@ -33,7 +33,10 @@ double AdamW::grad_norm() {
   for (auto& b : dp_.buckets())
     data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
       const auto& info = s.param->info;
-      if (info.tied_copy || (info.shard_dim < 0 && !first_tp)) return;
+      // Each distinct value once: TP-replicated tensors on TP rank 0, replicated shards on the
+      // first rank of their block, the tied embedding on the first stage.
+      const bool first_holder = info.shard_dim < 0 ? tp_rank == 0 : tp_rank % info.tp_replicas == 0;
+      if (info.tied_copy || !first_holder) return;
       total += b.grads.narrow(0, begin, n).norm().to(at::kDouble).square();
     });
   // Without ZeRO every DP rank holds the same (full) gradients: sum over the model-parallel

@@ -136,7 +136,7 @@ at::Tensor gather_last_dim(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : GatherLastDim::apply(x, &g);
 }
 
-void reduce_sequence_parallel_grads(const std::vector<at::Tensor>& grads, distributed::Group& g) {
+void sum_replica_grads(const std::vector<at::Tensor>& grads, distributed::Group& g) {
   if (grads.empty() || g.size() == 1) return;
   std::vector<at::Tensor> rows;
   for (const auto& grad : grads) rows.push_back(grad.reshape(-1));
@@ -158,8 +158,11 @@ at::Tensor linear_in(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   return y.to(at::kFloat);
 }
 
-at::Tensor ColumnParallelLinear::forward(const at::Tensor& x, const TPContext& tp) const {
-  at::Tensor input = tp.sequence_parallel ? gather_from_sp(x, *tp.group) : copy_to_tp(x, *tp.group);
+at::Tensor column_input(const at::Tensor& x, const TPContext& tp) {
+  return tp.sequence_parallel ? gather_from_sp(x, *tp.group) : copy_to_tp(x, *tp.group);
+}
+
+at::Tensor ColumnParallelLinear::apply(const at::Tensor& input, const TPContext& tp) const {
   at::Tensor y = linear_in(input, weight, bias, tp.compute_dtype);
   return gather_output ? gather_last_dim(y, *tp.group) : y;
 }

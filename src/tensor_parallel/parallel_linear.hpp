@@ -35,21 +35,28 @@ at::Tensor gather_from_sp(const at::Tensor& x, distributed::Group& g);
 at::Tensor scatter_to_sp(const at::Tensor& x, distributed::Group& g);
 // Gathers a column-parallel output along the last dim (backward keeps our slice).
 at::Tensor gather_last_dim(const at::Tensor& x, distributed::Group& g);
-// Under sequence parallelism the parameters replicated over TP (norms, row-parallel biases,
-// learned positions) see only this rank's tokens: sums their gradients over TP, in place, in
-// one all-reduce.
-void reduce_sequence_parallel_grads(const std::vector<at::Tensor>& grads, distributed::Group& g);
+// Sums partial gradients of replicated parameters over `g`, in place, in one all-reduce: over
+// TP for those that see only this rank's tokens under sequence parallelism (norms,
+// row-parallel biases, learned positions), over the kv group for replicated key/value heads.
+void sum_replica_grads(const std::vector<at::Tensor>& grads, distributed::Group& g);
 
 // y = x W^T (+ b) with the matmul in `dtype` and the result in fp32.
 at::Tensor linear_in(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
                      at::ScalarType dtype);
+
+// The full input of column-parallel layers: x itself (its gradient summed over TP in backward),
+// or under sequence parallelism x gathered along the sequence. Layers that read the same input
+// (q and kv, SwiGLU's fc1 and gate) share one.
+at::Tensor column_input(const at::Tensor& x, const TPContext& tp);
 
 struct ColumnParallelLinear {
   at::Tensor weight;  // [out / tp, in]
   at::Tensor bias;    // [out / tp] or undefined
   bool gather_output = false;
   // x: [B, S, in] (or [B, S/tp, in] under sequence parallelism).
-  at::Tensor forward(const at::Tensor& x, const TPContext& tp) const;
+  at::Tensor forward(const at::Tensor& x, const TPContext& tp) const { return apply(column_input(x, tp), tp); }
+  // input: column_input(x, tp).
+  at::Tensor apply(const at::Tensor& input, const TPContext& tp) const;
 };
 
 struct RowParallelLinear {

@@ -5,7 +5,8 @@
 //   2. pipeline parallel: the two copies of a tied embedding (first stage's input embedding,
 //      last stage's head) get the sum of their gradients over the embedding group;
 //   3. tensor parallel: under sequence parallelism, the gradients of TP-replicated parameters
-//      are summed over TP.
+//      are summed over TP; key/value heads replicated on several TP ranks (model.kv_heads < tp)
+//      get the sum of their replicas' gradients over the kv group.
 // Each piece belongs to its parallelism's folder; this is where the training loop calls them.
 #pragma once
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/export.hpp"
 #include "data/tokenizer.hpp"
 #include "distributed/comm.hpp"
 #include "model/gpt.hpp"
@@ -14,12 +15,7 @@
 namespace trainer {
 
 std::string generate(const GenerateOptions& opts) {
-  std::string dir = opts.checkpoint;
-  if (!std::filesystem::exists(dir + "/meta.yaml")) {
-    auto latest = checkpoint::latest(dir);
-    if (!latest) throw std::runtime_error("no checkpoint at " + dir + " (no meta.yaml, no latest)");
-    dir = *latest;
-  }
+  const std::string dir = checkpoint::resolve_checkpoint(opts.checkpoint);
   Config cfg = load_config(dir + "/config.yaml", {"parallel.dp=1", "parallel.pp=1", "parallel.tp=1",
                                                   "parallel.schedule=1f1b", "parallel.virtual_stages=1",
                                                   "parallel.stage_layers=[]", "model.dropout=0"});

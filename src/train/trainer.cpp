@@ -137,6 +137,13 @@ checkpoint::TrainState resume(const Checkpointed& c, bool allowed) {
   return state;
 }
 
+// checkpoint.init_from, on a fresh start: the weights only (step 0, fresh optimizer).
+void initialize_from(const Config& cfg, distributed::Comm& comm, model::GPT& model) {
+  const auto t0 = Clock::now();
+  checkpoint::load_weights(cfg.checkpoint.init_from, cfg, model.params());
+  if (comm.rank() == 0) spdlog::info("weights from {} in {:.2f}s", cfg.checkpoint.init_from, seconds_since(t0));
+}
+
 void save(const Checkpointed& c, checkpoint::TrainState& state, const char* why) {
   if (c.cfg.checkpoint.dir.empty()) return;
   const auto t0 = Clock::now();
@@ -168,20 +175,33 @@ bool use_nccl(const Config& cfg, const distributed::JobEnv& job, const c10::Devi
   return device.is_cuda() && job.local_world_size <= runtime::gpu_count();
 }
 
-int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainOptions& opts) {
+std::unique_ptr<distributed::Comm> join(const Config& cfg, const distributed::JobEnv& job) {
   at::set_num_threads(threads_for(cfg, job));
   at::set_num_interop_threads(1);
   const auto& p = cfg.parallel;
-  distributed::Grid grid(p.dp, p.pp, p.tp);
+  distributed::Grid grid(p.dp, p.pp, p.tp, kv_replicas_of(cfg.model, p.tp));
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.runtime.collective_timeout_s * 1000));
   const c10::Device device = runtime::choose_device(cfg.runtime.device, job.local_rank);
   runtime::use_device(device, cfg.runtime.tf32);
-  distributed::Comm comm(job, grid, timeout, device, use_nccl(cfg, job, device));
-  const distributed::Coord me = comm.coord();
+  // Dropout draws from the default generators: seeded, a run repeats itself (the masks still
+  // depend on the layout, so layouts agree only without dropout).
+  at::manual_seed(static_cast<uint64_t>(cfg.runtime.seed) + static_cast<uint64_t>(job.rank));
+  return std::make_unique<distributed::Comm>(job, grid, timeout, device, use_nccl(cfg, job, device));
+}
 
+model::GPT build_model(const Config& cfg, distributed::Comm& comm) {
+  const auto& p = cfg.parallel;
+  const auto ranges = pipeline_parallel::partition_layers(cfg.model.layers, p.pp * virtual_stages_in_effect(p), p.stage_layers);
+  return model::GPT(cfg, comm, my_chunks(cfg, comm.coord().pp), ranges);
+}
+
+int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainOptions& opts) {
+  const auto& p = cfg.parallel;
+  const auto joined = join(cfg, job);
+  distributed::Comm& comm = *joined;
+  const distributed::Coord me = comm.coord();
   const int v = virtual_stages_in_effect(p);
-  const auto ranges = pipeline_parallel::partition_layers(cfg.model.layers, p.pp * v, p.stage_layers);
-  model::GPT model(cfg, comm, my_chunks(cfg, me.pp), ranges);
+  model::GPT model = build_model(cfg, comm);
   data_parallel::DataParallel::Options dp_options;
   dp_options.bucket_mb = cfg.optim.bucket_mb;
   dp_options.zero1 = cfg.optim.zero_stage == 1;
@@ -205,6 +225,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
 
   const Checkpointed checkpointed{cfg, comm, model, optimizer, dp};
   checkpoint::TrainState state = resume(checkpointed, opts.resume);
+  if (state.step == 0 && !cfg.checkpoint.init_from.empty()) initialize_from(cfg, comm, model);
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
 

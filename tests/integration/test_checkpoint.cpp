@@ -202,11 +202,13 @@ TEST_CASE("export writes Hugging Face GPT-2 tensors that an independent reader p
   CHECK(at::equal(as_tensor(st.at("transformer.wpe.weight")), full.at("position_embedding.weight")));
   CHECK(at::equal(as_tensor(st.at("transformer.ln_f.weight")), full.at("final_norm.weight")));
   // Conv1D layout [in, out]; c_attn columns are q of every head, then k, then v.
-  at::Tensor qkv = full.at("layers.1.attn.qkv.weight");  // rows [head][q|k|v][d]
+  at::Tensor kv = full.at("layers.1.attn.kv.weight");  // rows [head][k|v][d]
   at::Tensor c_attn = as_tensor(st.at("transformer.h.1.attn.c_attn.weight"));
   CHECK((st.at("transformer.h.1.attn.c_attn.weight").shape == std::vector<int64_t>{64, 192}));
   const int64_t d = 16;  // head dim
-  CHECK(at::equal(c_attn.narrow(1, 64 + 2 * d, d).t(), qkv.narrow(0, 2 * 3 * d + d, d)));  // k of head 2
+  CHECK(at::equal(c_attn.narrow(1, 0, 64).t(), full.at("layers.1.attn.q.weight")));
+  CHECK(at::equal(c_attn.narrow(1, 64 + 2 * d, d).t(), kv.narrow(0, 2 * 2 * d, d)));       // k of head 2
+  CHECK(at::equal(c_attn.narrow(1, 128 + 3 * d, d).t(), kv.narrow(0, 2 * 3 * d + d, d)));  // v of head 3
   CHECK(at::equal(as_tensor(st.at("transformer.h.0.mlp.c_fc.weight")), full.at("layers.0.mlp.fc1.weight").t()));
   CHECK(at::equal(as_tensor(st.at("transformer.h.3.mlp.c_proj.bias")), full.at("layers.3.mlp.fc2.bias")));
 

@@ -38,7 +38,8 @@ int tp_model_worker() {
   sets.insert(sets.end(), {"parallel.dp=1", "parallel.pp=1", "parallel.tp=" + std::to_string(job.world_size)});
   Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", sets);
   validate(cfg, job.world_size);
-  distributed::Comm comm(job, distributed::Grid(1, 1, job.world_size), std::chrono::seconds(30));
+  distributed::Comm comm(job, distributed::Grid(1, 1, job.world_size, kv_replicas_of(cfg.model, job.world_size)),
+                         std::chrono::seconds(30));
   model::GPT gpt(cfg, comm, {0}, {{0, cfg.model.layers}});
   auto& chunk = gpt.chunks()[0];
   auto src = data::make_source(cfg);
@@ -48,10 +49,13 @@ int tp_model_worker() {
   at::Tensor loss = chunk.loss_sum(hidden, mb.targets) / mb.targets.numel();
   loss.backward();
   // Tensor parallelism's own part of gradient finalisation, nothing of DP or PP.
-  std::vector<at::Tensor> partial;
-  for (auto& p : gpt.params())
+  std::vector<at::Tensor> partial, kv_replicas;
+  for (auto& p : gpt.params()) {
     if (p.info.sequence_parallel_grad) partial.push_back(p.tensor.grad());
-  tensor_parallel::reduce_sequence_parallel_grads(partial, comm.tp());
+    if (p.info.tp_replicas > 1) kv_replicas.push_back(p.tensor.grad());
+  }
+  tensor_parallel::sum_replica_grads(partial, comm.tp());
+  tensor_parallel::sum_replica_grads(kv_replicas, comm.kv_replicas());
   if (comm.rank() == 0) {
     std::vector<at::Tensor> result = {logits.detach().narrow(-1, 0, cfg.model.vocab_size).contiguous(), loss.detach()};
     torch::save(result, out + "/logits.pt");
@@ -105,55 +109,64 @@ testing::RegisterWorker reg_ce("vocab_ce", vocab_ce_worker);
 
 }  // namespace
 
+// Logits, loss and every parameter and gradient of `run` equal `ref` within 1e-5 (relative to
+// each tensor's largest entry), and the shards put back together hold exactly the model's
+// parameters.
+void check_same_as_tp1(const TPRun& ref, TPRun run, const std::string& sets) {
+  Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", split_sets(sets));
+  CHECK(testing::max_rel_diff(ref.logits, run.logits) < 1e-5);
+  CHECK(std::abs(ref.loss.item<double>() - run.loss.item<double>()) / ref.loss.item<double>() < 1e-5);
+  REQUIRE(ref.full.size() == run.full.size());
+  std::int64_t count = 0;
+  for (const auto& [pname, tensor] : ref.full) {
+    INFO(pname);
+    REQUIRE(run.full.count(pname));
+    at::Tensor a = tensor, b = run.full[pname];
+    if (pname.rfind("embedding", 0) == 0 || pname.rfind("head", 0) == 0) {
+      a = a.narrow(0, 0, cfg.model.vocab_size);  // padding rows are not part of the model
+      b = b.narrow(0, 0, cfg.model.vocab_size);
+    }
+    CHECK(testing::max_rel_diff(a, b) < 1e-5);
+    if (pname.find(".grad") == std::string::npos) count += a.numel();
+  }
+  CHECK(count == model::count_parameters(cfg.model));
+}
+
+const char* kLlama = "model.mlp=swiglu;model.positions=rope;model.norm=rmsnorm;model.bias=false;model.tied_embeddings=false;";
+
 TEST_CASE("tensor-parallel model equals tp=1: logits - loss and gradients", "[model][tp][mp]") {
   const std::vector<std::pair<std::string, std::string>> variants = {
       {"gpt2", ""},
-      {"llama", "model.mlp=swiglu;model.positions=rope;model.norm=rmsnorm;model.bias=false;model.tied_embeddings=false"},
+      {"llama", kLlama},
       {"gpt2+sp", "parallel.sequence_parallel=true"},
-      {"llama+sp", "model.mlp=swiglu;model.positions=rope;model.norm=rmsnorm;model.bias=false;"
-                   "model.tied_embeddings=false;parallel.sequence_parallel=true"},
+      {"llama+sp", std::string(kLlama) + "parallel.sequence_parallel=true"},
   };
   for (const auto& [name, sets] : variants) {
     SECTION(name) {
       TPRun ref = run_tp(1, sets);
-      Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", {});
       for (int tp : {2, 4}) {
         INFO(name << " tp=" << tp);
-        TPRun run = run_tp(tp, sets);
-        CHECK(testing::max_rel_diff(ref.logits, run.logits) < 1e-5);
-        CHECK(std::abs(ref.loss.item<double>() - run.loss.item<double>()) / ref.loss.item<double>() < 1e-5);
-        REQUIRE(ref.full.size() == run.full.size());
-        std::int64_t count = 0;
-        for (const auto& [pname, tensor] : ref.full) {
-          INFO(pname);
-          REQUIRE(run.full.count(pname));
-          at::Tensor a = tensor, b = run.full[pname];
-          if (pname.rfind("embedding", 0) == 0 || pname.rfind("head", 0) == 0) {
-            a = a.narrow(0, 0, cfg.model.vocab_size);  // padding rows are not part of the model
-            b = b.narrow(0, 0, cfg.model.vocab_size);
-          }
-          CHECK(testing::max_rel_diff(a, b) < 1e-5);
-          if (pname.find(".grad") == std::string::npos) count += a.numel();
-        }
-        // The shards put back together hold exactly the model's parameters.
-        Config vcfg = load_config(testing::source_dir() + "/configs/tiny.yaml", {});
-        for (const auto& s : split_sets(sets)) apply_override(vcfg, s);
-        CHECK(count == model::count_parameters(vcfg.model));
+        check_same_as_tp1(ref, run_tp(tp, sets), sets);
       }
     }
   }
 }
 
-TEST_CASE("vocab-parallel cross-entropy equals the library's - with ignored targets and padding", "[model][tp][mp]") {
-  for (int tp : {1, 2, 4}) {
-    INFO("tp=" << tp);
-    testing::TempDir dir;
-    REQUIRE((testing::launch_workers("vocab_ce", tp, {{"TEST_OUT", dir.path}}) == 0));
-    std::istringstream in(testing::read_file(dir.file("ce.txt")));
-    double loss_diff = 1, grad_diff = 1, pad_grad = 1;
-    in >> loss_diff >> grad_diff >> pad_grad;
-    CHECK(loss_diff < 1e-6);
-    CHECK(grad_diff < 1e-6);
-    CHECK(pad_grad == 0.0);  // padding columns get exactly zero gradient
+TEST_CASE("grouped-query attention under TP equals tp=1: key/value heads sharded or replicated", "[model][tp][gqa][mp]") {
+  // 8 query heads of 8; kv_heads 4 and 2 are sharded at tp 2 (and 4), replicated at tp 8; one
+  // key/value head (multi-query) is replicated at every tp > 1. With the bias of the GPT-2
+  // block (replicated heads' biases too) and the Llama block's RoPE, with and without sequence
+  // parallelism.
+  for (int kv : {1, 2, 4}) {
+    const std::string base = "model.heads=8;model.kv_heads=" + std::to_string(kv) + ";";
+    for (const std::string& style : {std::string(kLlama), std::string("")}) {
+      const TPRun ref = run_tp(1, base + style);
+      for (int tp : {2, 4, 8}) {
+        if (style.empty() && tp == 4) continue;  // the GPT-2 block at two of the three sizes
+        const std::string sets = base + style + (tp == 4 ? "parallel.sequence_parallel=true" : "");
+        INFO("kv_heads=" << kv << " tp=" << tp << " " << sets);
+        check_same_as_tp1(ref, run_tp(tp, sets), sets);
+      }
+    }
   }
 }

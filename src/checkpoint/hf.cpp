@@ -1,0 +1,501 @@
+#include "checkpoint/hf.hpp"
+
+#include <ATen/ATen.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <iomanip>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "checkpoint/safetensors.hpp"
+#include "checkpoint/shards.hpp"
+#include "config/bad_input.hpp"
+
+namespace trainer::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+enum class Family { Llama, Gpt2 };
+
+[[noreturn]] void refuse(const std::string& dir, const std::string& what) {
+  throw BadInput("Hugging Face model " + dir + ": " + what);
+}
+
+// ---------------------------------------------------------------- config.json -------------
+
+// config.json fields that describe the file or inference only, and change nothing here.
+const std::set<std::string> kInformational = {
+    "_name_or_path", "architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
+    "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "output_attentions", "output_hidden_states",
+    "return_dict", "id2label", "label2id", "task_specific_params", "n_ctx", "summary_type", "summary_use_proj",
+    "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "initializer_range"};
+
+// Reads config.json field by field; every field must be consumed or informational.
+class HfConfig {
+ public:
+  HfConfig(const std::string& dir, YAML::Node root) : dir_(dir), root_(std::move(root)) {}
+  bool has(const std::string& key) const { return root_[key] && !root_[key].IsNull(); }
+  template <typename T> T get(const std::string& key) {
+    used_.insert(key);
+    if (!has(key)) refuse(dir_, "config.json has no '" + key + "'");
+    try {
+      return root_[key].as<T>();
+    } catch (const YAML::Exception&) {
+      refuse(dir_, "config.json field '" + key + "' has an unexpected type");
+    }
+  }
+  template <typename T> T get(const std::string& key, const T& fallback) { return has(key) ? get<T>(key) : mark(key, fallback); }
+  // The field must be absent, null or `expected`.
+  template <typename T> void require(const std::string& key, const T& expected, const std::string& why) {
+    if (has(key) && get<T>(key) != expected) refuse(dir_, "config.json field '" + key + "' is not supported: " + why);
+    used_.insert(key);
+  }
+  YAML::Node node(const std::string& key) {
+    used_.insert(key);
+    return root_[key];
+  }
+  void check_all_used() const {
+    for (const auto& entry : root_) {
+      const std::string key = entry.first.as<std::string>();
+      if (!used_.count(key) && !kInformational.count(key))
+        refuse(dir_, "config.json field '" + key + "' is not supported by trainer (remove it if it does not change the model)");
+    }
+  }
+
+ private:
+  template <typename T> T mark(const std::string& key, const T& value) {
+    used_.insert(key);
+    return value;
+  }
+  std::string dir_;
+  YAML::Node root_;
+  std::set<std::string> used_;
+};
+
+Family family_of(const std::string& dir, const YAML::Node& root) {
+  std::string arch;
+  if (root["architectures"] && root["architectures"].IsSequence() && root["architectures"].size() == 1)
+    arch = root["architectures"][0].as<std::string>();
+  const std::string type = root["model_type"] ? root["model_type"].as<std::string>() : "";
+  if (arch == "LlamaForCausalLM" || (arch.empty() && type == "llama")) return Family::Llama;
+  if (arch == "GPT2LMHeadModel" || (arch.empty() && type == "gpt2")) return Family::Gpt2;
+  refuse(dir, "architecture '" + (arch.empty() ? type : arch) + "' is not supported (LlamaForCausalLM and GPT2LMHeadModel are)");
+}
+
+ModelConfig llama_config(HfConfig& c, const std::string& dir) {
+  ModelConfig m;
+  m.positions = Positions::Rope;
+  m.norm = Norm::RmsNorm;
+  m.mlp = Mlp::SwiGlu;
+  m.hidden = c.get<int>("hidden_size");
+  m.ffn = c.get<int>("intermediate_size");
+  m.layers = c.get<int>("num_hidden_layers");
+  m.heads = c.get<int>("num_attention_heads");
+  m.kv_heads = c.get<int>("num_key_value_heads", m.heads);
+  m.vocab_size = c.get<int>("vocab_size");
+  m.seq_len = c.get<int>("max_position_embeddings");
+  m.norm_eps = c.get<double>("rms_norm_eps");
+  m.rope_theta = c.get<double>("rope_theta", 10000.0);
+  m.tied_embeddings = c.get<bool>("tie_word_embeddings", false);
+  const bool attention_bias = c.get<bool>("attention_bias", false), mlp_bias = c.get<bool>("mlp_bias", false);
+  if (attention_bias != mlp_bias)
+    refuse(dir, "config.json has attention_bias = " + std::string(attention_bias ? "true" : "false") + " but mlp_bias = " +
+                    (mlp_bias ? "true" : "false") + "; trainer's model.bias covers both");
+  m.bias = attention_bias;
+  m.init_std = c.get<double>("initializer_range", 0.02);
+  c.require<std::string>("hidden_act", "silu", "trainer's SwiGLU uses silu");
+  c.require<int>("head_dim", m.hidden / m.heads, "trainer's head dimension is hidden_size / num_attention_heads");
+  c.require<int>("pretraining_tp", 1, "it changes how the projections are computed");
+  c.require<double>("attention_dropout", 0.0, "trainer's model.dropout applies to every dropout site");
+  if (c.has("rope_scaling")) {
+    const YAML::Node r = c.node("rope_scaling");
+    const std::string type = r["rope_type"] ? r["rope_type"].as<std::string>() : r["type"] ? r["type"].as<std::string>() : "";
+    if (type != "llama3") refuse(dir, "config.json rope_scaling type '" + type + "' is not supported (llama3 is)");
+    for (const auto& entry : r) {
+      const std::string key = entry.first.as<std::string>();
+      if (key == "rope_type" || key == "type") continue;
+      const double v = entry.second.as<double>();
+      if (key == "factor") m.rope_factor = v;
+      else if (key == "low_freq_factor") m.rope_low_freq_factor = v;
+      else if (key == "high_freq_factor") m.rope_high_freq_factor = v;
+      else if (key == "original_max_position_embeddings") m.rope_original_max_positions = static_cast<int>(v);
+      else refuse(dir, "config.json rope_scaling field '" + key + "' is not supported");
+    }
+    m.rope_scaling = RopeScaling::Llama3;
+  }
+  return m;
+}
+
+ModelConfig gpt2_config(HfConfig& c, const std::string& dir) {
+  ModelConfig m;
+  m.positions = Positions::Learned;
+  m.norm = Norm::LayerNorm;
+  m.mlp = Mlp::Gelu;
+  m.bias = true;
+  m.hidden = c.get<int>("n_embd");
+  m.layers = c.get<int>("n_layer");
+  m.heads = c.get<int>("n_head");
+  m.seq_len = c.get<int>("n_positions");
+  m.ffn = c.get<int>("n_inner", 4 * m.hidden);
+  m.vocab_size = c.get<int>("vocab_size");
+  m.norm_eps = c.get<double>("layer_norm_epsilon", 1e-5);
+  m.tied_embeddings = c.get<bool>("tie_word_embeddings", true);
+  m.init_std = c.get<double>("initializer_range", 0.02);
+  const std::string act = c.get<std::string>("activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    refuse(dir, "config.json activation_function '" + act + "' is not supported (trainer's GELU is the tanh form, gelu_new)");
+  const double resid = c.get<double>("resid_pdrop", 0.1), embd = c.get<double>("embd_pdrop", 0.1),
+               attn = c.get<double>("attn_pdrop", 0.1);
+  if (resid != embd || resid != attn)
+    refuse(dir, "config.json has different resid_pdrop, embd_pdrop and attn_pdrop; trainer's model.dropout is one value");
+  m.dropout = resid;
+  c.require<bool>("scale_attn_weights", true, "trainer scales scores by 1/sqrt(head_dim)");
+  c.require<bool>("scale_attn_by_inverse_layer_idx", false, "trainer does not scale by layer");
+  c.require<bool>("reorder_and_upcast_attn", false, "not implemented");
+  c.require<bool>("add_cross_attention", false, "trainer's model is decoder-only");
+  return m;
+}
+
+// ---------------------------------------------------------------- tensors ------------------
+
+// Keys and values interleaved per key/value head ([kv][k|v][D] rows), and back.
+at::Tensor interleave_kv(const at::Tensor& k, const at::Tensor& v, int kv_heads) {
+  auto rest = k.sizes().slice(1).vec();
+  std::vector<int64_t> grouped = {kv_heads, 1, -1};
+  grouped.insert(grouped.end(), rest.begin(), rest.end());
+  std::vector<int64_t> rows = {2 * k.size(0)};
+  rows.insert(rows.end(), rest.begin(), rest.end());
+  return at::cat({k.reshape(grouped), v.reshape(grouped)}, 1).reshape(rows);
+}
+
+// One Hugging Face tensor per trainer tensor except the attention's, which `pack`/`unpack`
+// handle: trainer name suffix <-> Hugging Face name, per family. `{}` marks the layer index.
+struct Rename {
+  std::string trainer, hf;
+  bool conv1d;  // GPT-2's Conv1D: stored [in, out]
+};
+
+std::vector<Rename> renames(Family f, const ModelConfig& m) {
+  if (f == Family::Llama) {
+    std::vector<Rename> r = {{"embedding.weight", "model.embed_tokens.weight", false},
+                             {"final_norm.weight", "model.norm.weight", false},
+                             {"layers.{}.norm1.weight", "model.layers.{}.input_layernorm.weight", false},
+                             {"layers.{}.norm2.weight", "model.layers.{}.post_attention_layernorm.weight", false}};
+    for (const std::string kind : {"weight", "bias"}) {
+      if (kind == "bias" && !m.bias) continue;
+      r.push_back({"layers.{}.attn.proj." + kind, "model.layers.{}.self_attn.o_proj." + kind, false});
+      r.push_back({"layers.{}.mlp.fc1." + kind, "model.layers.{}.mlp.up_proj." + kind, false});
+      r.push_back({"layers.{}.mlp.gate." + kind, "model.layers.{}.mlp.gate_proj." + kind, false});
+      r.push_back({"layers.{}.mlp.fc2." + kind, "model.layers.{}.mlp.down_proj." + kind, false});
+    }
+    if (!m.tied_embeddings) r.push_back({"head.weight", "lm_head.weight", false});
+    return r;
+  }
+  std::vector<Rename> r = {{"embedding.weight", "transformer.wte.weight", false},
+                           {"position_embedding.weight", "transformer.wpe.weight", false},
+                           {"final_norm.weight", "transformer.ln_f.weight", false},
+                           {"final_norm.bias", "transformer.ln_f.bias", false}};
+  for (const std::string kind : {"weight", "bias"}) {
+    const bool w = kind == "weight";
+    r.push_back({"layers.{}.norm1." + kind, "transformer.h.{}.ln_1." + kind, false});
+    r.push_back({"layers.{}.norm2." + kind, "transformer.h.{}.ln_2." + kind, false});
+    r.push_back({"layers.{}.attn.proj." + kind, "transformer.h.{}.attn.c_proj." + kind, w});
+    r.push_back({"layers.{}.mlp.fc1." + kind, "transformer.h.{}.mlp.c_fc." + kind, w});
+    r.push_back({"layers.{}.mlp.fc2." + kind, "transformer.h.{}.mlp.c_proj." + kind, w});
+  }
+  if (!m.tied_embeddings) r.push_back({"head.weight", "lm_head.weight", false});
+  return r;
+}
+
+std::string at_layer(std::string pattern, int layer) {
+  const auto at = pattern.find("{}");
+  if (at != std::string::npos) pattern.replace(at, 2, std::to_string(layer));
+  return pattern;
+}
+
+// Calls fn(trainer name, hf name, conv1d) for every renamed tensor of every layer.
+template <typename Fn> void for_each_rename(Family f, const ModelConfig& m, Fn&& fn) {
+  for (const Rename& r : renames(f, m)) {
+    if (r.trainer.find("{}") == std::string::npos) {
+      fn(r.trainer, r.hf, r.conv1d);
+      continue;
+    }
+    for (int l = 0; l < m.layers; ++l) fn(at_layer(r.trainer, l), at_layer(r.hf, l), r.conv1d);
+  }
+}
+
+// The attention's query and key/value tensors of layer `l` in Hugging Face's names and layouts
+// (unpack_attention: the reverse).
+std::vector<std::pair<std::string, at::Tensor>> pack_attention(Family f, const ModelConfig& m, int l,
+                                                               const std::map<std::string, at::Tensor>& t) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  const std::string p = "layers." + std::to_string(l) + ".attn.";
+  for (const std::string kind : {"weight", "bias"}) {
+    if (kind == "bias" && !m.bias) continue;
+    const auto [k, v] = split_kv(t.at(p + "kv." + kind), kv_heads_of(m));
+    const at::Tensor q = t.at(p + "q." + kind);
+    if (f == Family::Llama) {
+      const std::string h = "model.layers." + std::to_string(l) + ".self_attn.";
+      out.emplace_back(h + "q_proj." + kind, q);
+      out.emplace_back(h + "k_proj." + kind, k);
+      out.emplace_back(h + "v_proj." + kind, v);
+    } else {
+      at::Tensor c_attn = at::cat({q, k, v}, 0);
+      out.emplace_back("transformer.h." + std::to_string(l) + ".attn.c_attn." + kind, kind == "weight" ? c_attn.t() : c_attn);
+    }
+  }
+  return out;
+}
+
+void unpack_attention(Family f, const ModelConfig& m, int l, std::map<std::string, at::Tensor>& hf,
+                      std::map<std::string, at::Tensor>& out) {
+  const std::string p = "layers." + std::to_string(l) + ".attn.";
+  const int64_t D = m.hidden / m.heads, kv = kv_heads_of(m);
+  for (const std::string kind : {"weight", "bias"}) {
+    if (kind == "bias" && !m.bias) continue;
+    at::Tensor q, k, v;
+    if (f == Family::Llama) {
+      const std::string h = "model.layers." + std::to_string(l) + ".self_attn.";
+      q = hf.at(h + "q_proj." + kind), k = hf.at(h + "k_proj." + kind), v = hf.at(h + "v_proj." + kind);
+      hf.erase(h + "q_proj." + kind), hf.erase(h + "k_proj." + kind), hf.erase(h + "v_proj." + kind);
+    } else {
+      const std::string h = "transformer.h." + std::to_string(l) + ".attn.c_attn." + kind;
+      at::Tensor c = hf.at(h);
+      hf.erase(h);
+      if (kind == "weight") c = c.t();
+      q = c.narrow(0, 0, m.hidden), k = c.narrow(0, m.hidden, kv * D), v = c.narrow(0, m.hidden + kv * D, kv * D);
+    }
+    out[p + "q." + kind] = q.contiguous();
+    out[p + "kv." + kind] = interleave_kv(k, v, static_cast<int>(kv)).contiguous();
+  }
+}
+
+// The tensors of a model directory by Hugging Face name (single file or shards).
+std::map<std::string, at::Tensor> read_hf_tensors(const std::string& dir) {
+  if (fs::exists(dir + "/model.safetensors")) return read_safetensors(dir + "/model.safetensors");
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (!fs::exists(index)) refuse(dir, "has neither model.safetensors nor model.safetensors.index.json");
+  std::set<std::string> files;
+  for (const auto& entry : YAML::LoadFile(index)["weight_map"]) files.insert(entry.second.as<std::string>());
+  std::map<std::string, at::Tensor> all;
+  for (const auto& file : files)
+    for (auto& [name, t] : read_safetensors(dir + "/" + file)) all.emplace(name, std::move(t));
+  return all;
+}
+
+std::string json_number(double v) {
+  std::ostringstream s;
+  s << std::setprecision(17) << v;
+  std::string text = s.str();
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string config_json(Family f, const ModelConfig& m) {
+  std::ostringstream j;
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  if (f == Family::Llama) {
+    j << "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+      << "  \"hidden_size\": " << m.hidden << ",\n  \"intermediate_size\": " << m.ffn << ",\n"
+      << "  \"num_hidden_layers\": " << m.layers << ",\n  \"num_attention_heads\": " << m.heads << ",\n"
+      << "  \"num_key_value_heads\": " << kv_heads_of(m) << ",\n  \"head_dim\": " << m.hidden / m.heads << ",\n"
+      << "  \"vocab_size\": " << m.vocab_size << ",\n  \"max_position_embeddings\": " << m.seq_len << ",\n"
+      << "  \"rms_norm_eps\": " << json_number(m.norm_eps) << ",\n  \"rope_theta\": " << json_number(m.rope_theta) << ",\n"
+      << "  \"hidden_act\": \"silu\",\n  \"attention_bias\": " << b(m.bias) << ",\n  \"mlp_bias\": " << b(m.bias) << ",\n"
+      << "  \"tie_word_embeddings\": " << b(m.tied_embeddings) << ",\n  \"initializer_range\": " << json_number(m.init_std) << ",\n";
+    if (m.rope_scaling == RopeScaling::Llama3)
+      j << "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": " << json_number(m.rope_factor)
+        << ", \"low_freq_factor\": " << json_number(m.rope_low_freq_factor) << ", \"high_freq_factor\": "
+        << json_number(m.rope_high_freq_factor) << ", \"original_max_position_embeddings\": " << m.rope_original_max_positions << "},\n";
+    else
+      j << "  \"rope_scaling\": null,\n";
+  } else {
+    j << "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+      << "  \"n_embd\": " << m.hidden << ",\n  \"n_layer\": " << m.layers << ",\n  \"n_head\": " << m.heads << ",\n"
+      << "  \"n_inner\": " << m.ffn << ",\n  \"n_positions\": " << m.seq_len << ",\n  \"vocab_size\": " << m.vocab_size << ",\n"
+      << "  \"layer_norm_epsilon\": " << json_number(m.norm_eps) << ",\n  \"activation_function\": \"gelu_new\",\n"
+      << "  \"resid_pdrop\": " << json_number(m.dropout) << ",\n  \"embd_pdrop\": " << json_number(m.dropout) << ",\n"
+      << "  \"attn_pdrop\": " << json_number(m.dropout) << ",\n  \"tie_word_embeddings\": " << b(m.tied_embeddings) << ",\n"
+      << "  \"initializer_range\": " << json_number(m.init_std) << ",\n";
+  }
+  j << "  \"torch_dtype\": \"float32\"\n}\n";
+  return j.str();
+}
+
+std::optional<Family> family_of(const ModelConfig& m) {
+  if (m.positions == Positions::Rope && m.norm == Norm::RmsNorm && m.mlp == Mlp::SwiGlu) return Family::Llama;
+  if (m.positions == Positions::Learned && m.norm == Norm::LayerNorm && m.mlp == Mlp::Gelu && m.bias &&
+      kv_heads_of(m) == m.heads)
+    return Family::Gpt2;
+  return std::nullopt;
+}
+
+Family family_for_export(const ModelConfig& m) {
+  if (auto f = family_of(m)) return *f;
+  throw BadInput("--format hf writes Llama-style models (positions rope, norm rmsnorm, mlp swiglu) and GPT-2-style ones "
+                 "(positions learned, norm layernorm, mlp gelu, bias true, kv_heads = heads); this model is neither: "
+                 "use --format safetensors");
+}
+
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> split_kv(const at::Tensor& kv, int kv_heads) {
+  auto rest = kv.sizes().slice(1).vec();
+  std::vector<int64_t> grouped = {kv_heads, 2, -1};
+  grouped.insert(grouped.end(), rest.begin(), rest.end());
+  std::vector<int64_t> rows = {kv.size(0) / 2};
+  rows.insert(rows.end(), rest.begin(), rest.end());
+  const at::Tensor g = kv.reshape(grouped);
+  return {g.select(1, 0).reshape(rows).contiguous(), g.select(1, 1).reshape(rows).contiguous()};
+}
+
+bool hf_exportable(const ModelConfig& m) { return family_of(m).has_value(); }
+
+std::vector<std::pair<std::string, at::Tensor>> to_hf_tensors(const ModelConfig& m,
+                                                              const std::map<std::string, at::Tensor>& tensors) {
+  const Family f = family_for_export(m);
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for_each_rename(f, m, [&](const std::string& ours, const std::string& theirs, bool conv1d) {
+    at::Tensor t = tensors.at(ours);
+    if (ours == "embedding.weight" || ours == "head.weight") t = t.narrow(0, 0, m.vocab_size);
+    out.emplace_back(theirs, (conv1d ? t.t() : t).contiguous());
+  });
+  for (int l = 0; l < m.layers; ++l)
+    for (auto& entry : pack_attention(f, m, l, tensors)) out.emplace_back(entry.first, entry.second.contiguous());
+  return out;
+}
+
+bool is_hf_dir(const std::string& dir) { return fs::is_regular_file(dir + "/config.json"); }
+
+HfModel read_hf(const std::string& dir) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(dir + "/config.json");
+  } catch (const YAML::Exception& e) {
+    refuse(dir, std::string("config.json is not valid JSON: ") + e.what());
+  }
+  const Family f = family_of(dir, root);
+  HfConfig c(dir, root);
+  HfModel out;
+  out.model = f == Family::Llama ? llama_config(c, dir) : gpt2_config(c, dir);
+  c.check_all_used();
+  Config check;
+  check.model = out.model;
+  try {
+    validate(check, 0);
+  } catch (const ConfigError& e) {
+    refuse(dir, std::string("its config gives a model trainer cannot build: ") + e.what());
+  }
+
+  auto hf = read_hf_tensors(dir);
+  // Buffers older GPT-2 files carry (the causal mask), not parameters.
+  for (auto it = hf.begin(); it != hf.end();)
+    it = it->first.find(".attn.bias") != std::string::npos || it->first.find(".attn.masked_bias") != std::string::npos
+             ? hf.erase(it)
+             : std::next(it);
+  if (f == Family::Gpt2) {  // GPT2Model files lack the "transformer." prefix
+    std::map<std::string, at::Tensor> prefixed;
+    for (auto& [name, t] : hf) prefixed[name.rfind("transformer.", 0) == 0 || name == "lm_head.weight" ? name : "transformer." + name] = t;
+    hf = std::move(prefixed);
+  }
+  // A tied model may still carry lm_head.weight: it must be the embedding.
+  if (out.model.tied_embeddings && hf.count("lm_head.weight")) {
+    const std::string emb = f == Family::Llama ? "model.embed_tokens.weight" : "transformer.wte.weight";
+    if (!hf.count(emb) || !at::equal(hf.at(emb), hf.at("lm_head.weight")))
+      refuse(dir, "tie_word_embeddings is true but lm_head.weight differs from the embedding");
+    hf.erase("lm_head.weight");
+  }
+  auto take = [&](const std::string& name) {
+    auto it = hf.find(name);
+    if (it == hf.end()) refuse(dir, "tensor '" + name + "' is missing");
+    at::Tensor t = it->second;
+    hf.erase(it);
+    return t;
+  };
+  try {
+    for_each_rename(f, out.model, [&](const std::string& ours, const std::string& theirs, bool conv1d) {
+      at::Tensor t = take(theirs);
+      out.tensors[ours] = (conv1d ? t.t() : t).contiguous();
+    });
+    for (int l = 0; l < out.model.layers; ++l) unpack_attention(f, out.model, l, hf, out.tensors);
+  } catch (const std::out_of_range&) {
+    refuse(dir, "an attention tensor is missing");
+  }
+  if (!hf.empty()) refuse(dir, "tensor '" + hf.begin()->first + "' is not part of the model trainer builds from config.json");
+  return out;
+}
+
+int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::string, at::Tensor>& tensors,
+             std::int64_t max_shard_bytes) {
+  const auto out = to_hf_tensors(m, tensors);
+  fs::create_directories(dir);
+  write_file_atomic(dir + "/config.json", config_json(family_for_export(m), m));
+  // Shards in order, each at most max_shard_bytes (a larger single tensor gets its own shard).
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> shards(1);
+  std::int64_t in_shard = 0, total = 0;
+  for (auto& entry : out) {
+    const std::int64_t bytes = entry.second.numel() * 4;
+    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(entry);
+    in_shard += bytes;
+    total += bytes;
+  }
+  if (shards.size() == 1) {
+    write_safetensors(dir + "/model.safetensors", shards[0]);
+    return static_cast<int>(out.size());
+  }
+  std::ostringstream index;
+  index << "{\n  \"metadata\": {\"total_size\": " << total << "},\n  \"weight_map\": {";
+  bool first = true;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::ostringstream file;
+    file << "model-" << std::setw(5) << std::setfill('0') << i + 1 << "-of-" << std::setw(5) << shards.size() << ".safetensors";
+    write_safetensors(dir + "/" + file.str(), shards[i]);
+    for (const auto& entry : shards[i]) {
+      index << (first ? "\n" : ",\n") << "    \"" << entry.first << "\": \"" << file.str() << "\"";
+      first = false;
+    }
+  }
+  index << "\n  }\n}\n";
+  write_file_atomic(dir + "/model.safetensors.index.json", index.str());
+  return static_cast<int>(out.size());
+}
+
+std::string import_hf(const std::string& hf_dir, const std::string& output) {
+  const HfModel hf = read_hf(hf_dir);
+  Config cfg;
+  cfg.model = hf.model;
+  const std::string step = output + "/step_00000000", tmp = step + ".tmp";
+  fs::create_directories(output);
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  std::vector<Piece> pieces;
+  for (const auto& [name, t] : hf.tensors) {
+    Piece p;
+    p.name = name;
+    p.full_shape = t.sizes().vec();
+    p.local_shape = p.full_shape;
+    p.flat_end = t.numel();
+    p.data = t.reshape({-1});
+    pieces.push_back(std::move(p));
+  }
+  write_pieces(tmp + "/rank0", pieces);
+  write_file_atomic(tmp + "/meta.yaml", "step: 0\nskipped: 0\nconsumed_samples: 0\nadam_steps: 0\nworld_size: 1\n"
+                                        "dp: 1\npp: 1\ntp: 1\nzero_stage: 0\nimported_from: " + hf_dir + "\n");
+  write_file_atomic(tmp + "/config.yaml", to_yaml(cfg));
+  fsync_dir(tmp);
+  fs::remove_all(step);
+  fs::rename(tmp, step);
+  write_file_atomic(output + "/latest", "step_00000000\n");
+  fsync_dir(output);
+  return step;
+}
+
+}  // namespace trainer::checkpoint

@@ -1,0 +1,22 @@
+// The safetensors format (Hugging Face): an 8-byte little-endian header length, a JSON header
+// {name: {dtype, shape, data_offsets: [begin, end)}, "__metadata__": {...}}, then the raw
+// little-endian data. What trainer exports and imports models in.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trainer::checkpoint {
+
+// Every tensor of a file, as float32 (F32, BF16, F16 and F64 are read). A malformed file is a
+// ConfigError-like BadInput naming the file and what is wrong.
+std::map<std::string, at::Tensor> read_safetensors(const std::string& path);
+
+// Writes `tensors` (float32, in this order) atomically: temporary name, then rename.
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+
+}  // namespace trainer::checkpoint
