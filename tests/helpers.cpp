@@ -65,8 +65,13 @@ std::string json_quoted(const std::string& s) {
 
 Result train_layout(int dp, int pp, int tp, const std::string& dir, const std::vector<std::string>& sets,
                     const std::vector<std::string>& extra) {
+  return train_config_layout(source_dir() + "/configs/tiny.yaml", dp, pp, tp, dir, sets, extra);
+}
+
+Result train_config_layout(const std::string& config, int dp, int pp, int tp, const std::string& dir,
+                           const std::vector<std::string>& sets, const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"launch", "--nproc", std::to_string(dp * pp * tp), "--",
-                                   "train", source_dir() + "/configs/tiny.yaml", "--dump", dir,
+                                   "train", config, "--dump", dir,
                                    "--set", "parallel.dp=" + std::to_string(dp),
                                    "--set", "parallel.pp=" + std::to_string(pp),
                                    "--set", "parallel.tp=" + std::to_string(tp)};

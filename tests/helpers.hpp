@@ -41,6 +41,9 @@ std::string json_quoted(const std::string& s);
 // Trains configs/tiny.yaml at a layout through the built-in launcher, dumping into `dir`.
 Result train_layout(int dp, int pp, int tp, const std::string& dir, const std::vector<std::string>& sets,
                     const std::vector<std::string>& extra = {});
+// The same with another config file.
+Result train_config_layout(const std::string& config, int dp, int pp, int tp, const std::string& dir,
+                           const std::vector<std::string>& sets, const std::vector<std::string>& extra = {});
 struct LossLine {
   double loss, grad_norm;
 };

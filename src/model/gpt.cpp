@@ -30,7 +30,8 @@ at::Tensor Chunk::rope(const at::Tensor& x) const {
   // Rotate-half form (as in Llama): pairs (i, i + D/2) are rotated by position-dependent angles.
   const int64_t half = x.size(-1) / 2;
   at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * rope_cos_ + rotated * rope_sin_;
+  const int64_t s = x.size(-2);  // positions 0 .. s-1 (inputs may be shorter than seq_len)
+  return x * rope_cos_.narrow(0, 0, s) + rotated * rope_sin_.narrow(0, 0, s);
 }
 
 at::Tensor rope_inverse_frequencies(const ModelConfig& m) {
