@@ -59,7 +59,17 @@ std::string read_file(const std::string& path) {
 
 std::string json_quoted(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += std::string("\\") + c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {  // control characters as \u00XX
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(c));
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
   return out + "\"";
 }
 

@@ -35,7 +35,7 @@ struct TempDir {
 };
 void write_file(const std::string& path, const std::string& text);
 std::string read_file(const std::string& path);
-// `s` as a JSON string literal (quotes and backslashes escaped; the tests' strings need no more).
+// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
 std::string json_quoted(const std::string& s);
 
 // Trains configs/tiny.yaml at a layout through the built-in launcher, dumping into `dir`.

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "data/json.hpp"
+#include "data/regex.hpp"
 
 namespace trainer::data {
 namespace {
@@ -162,6 +163,8 @@ struct BpeVocabulary {
   std::vector<Merge> merges;
   std::string merges_where;
   std::string eod;  // the end-of-document token's string
+  std::string split_pattern;   // tokenizer.json's Split regex; empty: GPT-2's (gpt2_pretokenize)
+  bool ignore_merges = false;  // a piece that is itself a token is that token (Llama 3)
 };
 
 // Adds `token` -> `id` to the vocabulary, refusing ids that cannot be ours and duplicates.
@@ -238,8 +241,11 @@ void read_hf_model(JsonReader& json, const std::string& path, BpeVocabulary& v) 
       }
     } else if (key == "continuing_subword_prefix" || key == "end_of_word_suffix") {
       if (!optional_string(json).empty()) throw DataError("model." + key + " is set; GPT-2's BPE has none");
-    } else if (key == "byte_fallback" || key == "ignore_merges") {
-      if (json.peek_value() != 'n' && json.boolean()) throw DataError("model." + key + " is true; GPT-2's BPE has neither");
+    } else if (key == "ignore_merges") {
+      v.ignore_merges = json.peek_value() != 'n' && json.boolean();
+      if (json.peek_value() == 'n') json.skip_value();
+    } else if (key == "byte_fallback") {
+      if (json.peek_value() != 'n' && json.boolean()) throw DataError("model.byte_fallback is true; byte-level BPE needs none");
     } else if (key == "dropout") {
       if (json.peek_value() != 'n') throw DataError("model.dropout is set; only deterministic BPE is supported");
       json.skip_value();
@@ -250,23 +256,66 @@ void read_hf_model(JsonReader& json, const std::string& path, BpeVocabulary& v) 
   if (type != "BPE") throw DataError("model.type is '" + type + "'; only BPE is supported");
 }
 
-// tokenizer.json's "pre_tokenizer": must be ByteLevel with GPT-2's regex and no added prefix
-// space, which is what our gpt2_pretokenize implements.
-void check_hf_pre_tokenizer(JsonReader& json) {
-  const std::string why = "; only ByteLevel with use_regex true and add_prefix_space false (GPT-2's) is supported";
-  if (json.peek_value() != '{') throw DataError("pre_tokenizer is not set" + why);
-  std::string type;
-  bool prefix_space = false, use_regex = true;
+// One pre-tokenizer object of tokenizer.json: its type and the members that matter here.
+struct PreTokenizer {
+  std::string type, pattern, behavior;
+  bool prefix_space = false, use_regex = true, invert = false;
+};
+
+PreTokenizer read_pre_tokenizer(JsonReader& json) {
+  PreTokenizer t;
   json.begin_object();
   for (std::string key; json.next_member(key);) {
-    if (key == "type") type = json.string();
-    else if (key == "add_prefix_space") prefix_space = json.boolean();
-    else if (key == "use_regex") use_regex = json.boolean();
-    else json.skip_value();
+    if (key == "type") t.type = json.string();
+    else if (key == "add_prefix_space") t.prefix_space = json.boolean();
+    else if (key == "use_regex") t.use_regex = json.boolean();
+    else if (key == "invert") t.invert = json.boolean();
+    else if (key == "behavior") t.behavior = json.string();
+    else if (key == "pattern") {  // {"Regex": "..."} or {"String": "..."}
+      json.begin_object();
+      for (std::string kind; json.next_member(kind);) {
+        if (kind != "Regex") throw DataError("pre_tokenizer Split with a " + kind + " pattern; only Regex is supported");
+        t.pattern = json.string();
+      }
+    } else json.skip_value();
   }
-  if (type != "ByteLevel" || prefix_space || !use_regex)
-    throw DataError("pre_tokenizer is " + type + (prefix_space ? " with add_prefix_space" : "") +
-                    (use_regex ? "" : " without use_regex") + why);
+  return t;
+}
+
+// tokenizer.json's "pre_tokenizer": GPT-2's (ByteLevel with its regex) or Llama 3's (a Sequence
+// of Split by a regex, Isolated, and ByteLevel without regex); no prefix space either way.
+void read_hf_pre_tokenizer(JsonReader& json, BpeVocabulary& v) {
+  const std::string why = "; supported: ByteLevel with use_regex (GPT-2's), or a Sequence of Split (Regex, "
+                          "Isolated) and ByteLevel without use_regex (Llama 3's), without add_prefix_space";
+  if (json.peek_value() != '{') throw DataError("pre_tokenizer is not set" + why);
+  std::vector<PreTokenizer> steps;
+  json.begin_object();
+  for (std::string key; json.next_member(key);) {
+    if (key == "type") {
+      const std::string type = json.string();
+      if (type != "Sequence") steps.push_back({type});
+    } else if (key == "pretokenizers") {
+      json.begin_array();
+      while (json.next_element()) steps.push_back(read_pre_tokenizer(json));
+    } else if (key == "add_prefix_space" || key == "use_regex") {
+      if (steps.empty()) steps.emplace_back();
+      (key == "add_prefix_space" ? steps.back().prefix_space : steps.back().use_regex) = json.boolean();
+    } else {
+      json.skip_value();
+    }
+  }
+  const bool gpt2 = steps.size() == 1 && steps[0].type == "ByteLevel" && steps[0].use_regex && !steps[0].prefix_space;
+  const bool split_then_bytes = steps.size() == 2 && steps[0].type == "Split" && steps[0].behavior == "Isolated" &&
+                                !steps[0].invert && !steps[0].pattern.empty() && steps[1].type == "ByteLevel" &&
+                                !steps[1].use_regex && !steps[1].prefix_space;
+  if (!gpt2 && !split_then_bytes) {
+    std::string got;
+    for (const auto& t : steps)
+      got += (got.empty() ? "" : ", ") + t.type + (t.behavior.empty() ? "" : " " + t.behavior) +
+             (t.prefix_space ? " with add_prefix_space" : "") + (t.type == "ByteLevel" && !t.use_regex ? " without use_regex" : "");
+    throw DataError("pre_tokenizer is " + (steps.size() == 1 ? got : "a Sequence of " + got) + why);
+  }
+  if (split_then_bytes) v.split_pattern = steps[0].pattern;
 }
 
 struct AddedToken {
@@ -294,7 +343,8 @@ std::vector<AddedToken> read_hf_added_tokens(JsonReader& json) {
 }
 
 // Each added token joins the vocabulary unless model.vocab already has it at that id. The
-// end-of-document token is "<|endoftext|>" if there is one, else the first special added token.
+// end-of-document token is "<|endoftext|>" (GPT-2) or "<|end_of_text|>" (Llama 3) if there is
+// one, else the first special added token.
 void add_hf_added_tokens(const std::vector<AddedToken>& added, BpeVocabulary& v) {
   const std::array<char32_t, 256> symbols = byte_symbols();
   std::string first_special;
@@ -304,7 +354,9 @@ void add_hf_added_tokens(const std::vector<AddedToken>& added, BpeVocabulary& v)
     if (it == v.encoder.end() || it->second != t.id) add_token(v, token, t.id);
     if (t.special && first_special.empty()) first_special = token;
   }
-  v.eod = v.encoder.count("<|endoftext|>") ? "<|endoftext|>" : first_special;
+  v.eod = v.encoder.count("<|endoftext|>")     ? "<|endoftext|>"     // GPT-2
+          : v.encoder.count("<|end_of_text|>") ? "<|end_of_text|>"  // Llama 3
+                                               : first_special;
   if (v.eod.empty()) throw DataError("no end-of-document token: no <|endoftext|> and no special added token");
 }
 
@@ -323,7 +375,7 @@ BpeVocabulary read_hf_tokenizer(const std::string& path) {
         read_hf_model(json, path, v);
         have_model = true;
       } else if (key == "pre_tokenizer") {
-        check_hf_pre_tokenizer(json);
+        read_hf_pre_tokenizer(json, v);
         have_pre_tokenizer = true;
       } else if (key == "normalizer") {
         if (json.peek_value() != 'n') throw DataError("a normalizer is set; GPT-2's BPE has none");
@@ -336,7 +388,7 @@ BpeVocabulary read_hf_tokenizer(const std::string& path) {
     }
     json.end();
     if (!have_model) throw DataError("no \"model\"; is this a tokenizer.json?");
-    if (!have_pre_tokenizer) throw DataError("no \"pre_tokenizer\"; only ByteLevel (GPT-2's) is supported");
+    if (!have_pre_tokenizer) throw DataError("no \"pre_tokenizer\"; byte-level BPE needs one");
     add_hf_added_tokens(added, v);
   } catch (const DataError& e) {
     throw DataError(path + ": " + e.what());
@@ -347,6 +399,14 @@ BpeVocabulary read_hf_tokenizer(const std::string& path) {
 class Gpt2Tokenizer : public Tokenizer {
  public:
   explicit Gpt2Tokenizer(BpeVocabulary v) : serial_(++next_serial_) {
+    if (!v.split_pattern.empty()) {
+      try {
+        split_ = std::make_unique<Regex>(v.split_pattern);
+      } catch (const DataError& e) {
+        throw DataError(v.encoder_where + ": pre_tokenizer Split: " + e.what());
+      }
+    }
+    ignore_merges_ = v.ignore_merges;
     encoder_ = std::move(v.encoder);
     build_decoder(v.encoder_where);
     build_merges(v.merges, v.merges_where);
@@ -355,7 +415,14 @@ class Gpt2Tokenizer : public Tokenizer {
 
   std::vector<std::int32_t> encode(std::string_view text) const override {
     std::vector<std::int32_t> ids;
-    for (std::string_view piece : gpt2_pretokenize(text)) {
+    for (std::string_view piece : split_ ? split_->split(text) : gpt2_pretokenize(text)) {
+      if (ignore_merges_) {  // a piece that is a token as a whole needs no merges
+        const auto whole = encoder_.find(symbol_string(piece, symbols_));
+        if (whole != encoder_.end()) {
+          ids.push_back(whole->second);
+          continue;
+        }
+      }
       const std::vector<std::int32_t>& piece_ids = cached_bpe(piece);
       ids.insert(ids.end(), piece_ids.begin(), piece_ids.end());
     }
@@ -504,6 +571,9 @@ class Gpt2Tokenizer : public Tokenizer {
 
   static inline std::atomic<std::uint64_t> next_serial_{0};
   const std::uint64_t serial_;
+  std::unique_ptr<Regex> split_;  // the Split pre-tokenizer's regex; none: GPT-2's
+  bool ignore_merges_ = false;
+  const std::array<char32_t, 256> symbols_ = byte_symbols();
   std::unordered_map<std::string, std::int32_t> encoder_;
   std::vector<std::string> token_bytes_;  // id -> the bytes it stands for
   std::array<std::int32_t, 256> byte_id_{};

@@ -65,9 +65,11 @@ struct TokenizerFiles {
 // `kind` "gpt2" is GPT-2's byte-level BPE from either source. encoder.json maps token strings
 // to ids and vocab.bpe lists merges, highest priority first; the end-of-document token is
 // "<|endoftext|>" (50256). A tokenizer.json must have model.type BPE (no dropout, subword
-// prefix/suffix, byte fallback or ignore_merges), a ByteLevel pre_tokenizer with GPT-2's regex
-// and no prefix space, and no normalizer; its added_tokens join the vocabulary, and the
-// end-of-document token is <|endoftext|> or else the first special one. Special tokens inside
+// prefix/suffix or byte fallback; ignore_merges as Llama 3 sets it), no normalizer, and a
+// pre_tokenizer that is GPT-2's (ByteLevel with its regex) or Llama 3's (a Sequence of Split by
+// a regex, behavior Isolated, and ByteLevel without regex), without prefix space; the Split
+// regex runs in PCRE2 (regex.hpp). Its added_tokens join the vocabulary, and the
+// end-of-document token is <|endoftext|>, <|end_of_text|> or else the first special one. Special tokens inside
 // a document are ordinary text, as in the reference encoder. Throws DataError naming the file
 // (and line or merge) for a missing or malformed file, and naming the flags for a bad mix.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerFiles& files);

@@ -138,7 +138,7 @@ TEST_CASE("train refuses a bad layout before building any process group", "[conf
 
 TEST_CASE("shipped example configs pass check-config", "[config][cli]") {
   for (const auto& [file, world] : std::vector<std::pair<std::string, int>>{
-           {"tiny.yaml", 8}, {"gpt2-124m.yaml", 8}, {"llama-7b.yaml", 64}, {"llama-70b.yaml", 512}}) {
+           {"tiny.yaml", 8}, {"gpt2-124m.yaml", 8}, {"llama-7b.yaml", 64}, {"llama3-8b.yaml", 8}, {"llama3-70b.yaml", 512}, {"tiny-llama.yaml", 1}}) {
     auto r = testing::trainer({"check-config", testing::source_dir() + "/configs/" + file,
                                "--world-size", std::to_string(world)}, 30);
     INFO(file << "\n" << r.output);
