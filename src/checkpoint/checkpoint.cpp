@@ -80,7 +80,7 @@ void check_same_model(const ModelConfig& saved, const Config& cfg, const std::st
 }
 
 void check_same_model(const std::string& dir, const Config& cfg, bool weights_only = false) {
-  check_same_model(load_config(dir + "/config.yaml").model, cfg, "checkpoint " + dir, weights_only);
+  check_same_model(load_config(dir + "/config.yaml").model, cfg, "checkpoint " + dir + "/config.yaml", weights_only);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 // trainer-trained GQA model exports to the logits trainer computes; a run started from a
 // Hugging Face directory is the same at 2x2x2 and 1x1x1; `eval` equals Transformers' loss at
 // any layout; bad input is refused by name.
+#include "catch_torch.hpp"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/GradMode.h>
@@ -18,8 +20,6 @@
 #include "distributed/comm.hpp"
 #include "helpers.hpp"
 #include "model/gpt.hpp"
-// Last: the headers above bring a CHECK macro of their own (see catch_torch.hpp).
-#include "catch_torch.hpp"
 
 using namespace trainer;
 

@@ -69,9 +69,11 @@ TEST_CASE("every layout trains exactly like 1x1x1 (fp32 - 10 steps)", "[training
     INFO("layout " << dp << "x" << pp << "x" << tp);
     const Run run = train(dp, pp, tp, kTen);
     check_same_run(ref, run, 1e-5, 1e-4);
-    // The global gradient norm is computed without double counting anything.
+    // The global gradient norm is computed without double counting anything (that would be off
+    // by tens of percent): within 1e-5 over the first 3 steps, 1e-4 over all 10, where the key
+    // bias's amplified rounding noise (see top) has moved the weights by ~1e-5.
     for (size_t s = 0; s < ref.losses.size(); ++s)
-      CHECK(std::abs(ref.losses[s].grad_norm - run.losses[s].grad_norm) / ref.losses[s].grad_norm < 1e-5);
+      CHECK(std::abs(ref.losses[s].grad_norm - run.losses[s].grad_norm) / ref.losses[s].grad_norm < (s < 3 ? 1e-5 : 1e-4));
   }
 }
 
