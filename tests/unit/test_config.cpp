@@ -145,4 +145,7 @@ TEST_CASE("shipped example configs pass check-config", "[config][cli]") {
     CHECK(r.code == 0);
     CHECK(r.output.find("parameters:") != std::string::npos);
   }
+  // Meta's published Llama 3 sizes.
+  CHECK(testing::trainer({"check-config", testing::source_dir() + "/configs/llama3-8b.yaml"}, 30).output.find("parameters: 8030261248") != std::string::npos);
+  CHECK(testing::trainer({"check-config", testing::source_dir() + "/configs/llama3-70b.yaml"}, 30).output.find("parameters: 70553706496") != std::string::npos);
 }
