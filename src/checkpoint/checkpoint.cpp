@@ -61,9 +61,11 @@ at::Tensor in_full_shape(const at::Tensor& saved, const model::ParamInfo& info) 
 // only (checkpoint.init_from), dropout, init_std and, with RoPE (no position table), seq_len
 // may differ too.
 void check_same_model(const ModelConfig& saved, const Config& cfg, const std::string& where, bool weights_only) {
-  Config saved_cfg;
+  Config saved_cfg, run_cfg = cfg;
   saved_cfg.model = saved;
-  std::istringstream a(to_yaml(saved_cfg)), b(to_yaml(cfg));
+  saved_cfg.model.kv_heads = kv_heads_of(saved);  // 0 means heads: compare what is in effect
+  run_cfg.model.kv_heads = kv_heads_of(cfg.model);
+  std::istringstream a(to_yaml(saved_cfg)), b(to_yaml(run_cfg));
   std::string la, lb, section;
   std::set<std::string> free = {"vocab_divisible_by"};
   if (weights_only) free.insert({"dropout", "init_std"});

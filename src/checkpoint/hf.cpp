@@ -371,25 +371,38 @@ std::vector<std::pair<std::string, at::Tensor>> to_hf_tensors(const ModelConfig&
 
 bool is_hf_dir(const std::string& dir) { return fs::is_regular_file(dir + "/config.json"); }
 
-HfModel read_hf(const std::string& dir) {
-  YAML::Node root;
+namespace {
+
+YAML::Node load_config_json(const std::string& dir) {
+  if (!is_hf_dir(dir)) refuse(dir, "has no config.json; point at a directory save_pretrained wrote");
   try {
-    root = YAML::LoadFile(dir + "/config.json");
+    return YAML::LoadFile(dir + "/config.json");
   } catch (const YAML::Exception& e) {
     refuse(dir, std::string("config.json is not valid JSON: ") + e.what());
   }
-  const Family f = family_of(dir, root);
+}
+
+}  // namespace
+
+ModelConfig read_hf_config(const std::string& dir) {
+  const YAML::Node root = load_config_json(dir);
   HfConfig c(dir, root);
-  HfModel out;
-  out.model = f == Family::Llama ? llama_config(c, dir) : gpt2_config(c, dir);
+  const ModelConfig m = family_of(dir, root) == Family::Llama ? llama_config(c, dir) : gpt2_config(c, dir);
   c.check_all_used();
   Config check;
-  check.model = out.model;
+  check.model = m;
   try {
     validate(check, 0);
   } catch (const ConfigError& e) {
     refuse(dir, std::string("its config gives a model trainer cannot build: ") + e.what());
   }
+  return m;
+}
+
+HfModel read_hf(const std::string& dir) {
+  const Family f = family_of(dir, load_config_json(dir));
+  HfModel out;
+  out.model = read_hf_config(dir);
 
   auto hf = read_hf_tensors(dir);
   // Buffers older GPT-2 files carry (the causal mask), not parameters.
@@ -433,6 +446,13 @@ int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::s
              std::int64_t max_shard_bytes) {
   const auto out = to_hf_tensors(m, tensors);
   fs::create_directories(dir);
+  // Weights of an earlier export here would shadow these (readers prefer model.safetensors).
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "model.safetensors" || name == "model.safetensors.index.json" ||
+        (name.rfind("model-", 0) == 0 && entry.path().extension() == ".safetensors"))
+      fs::remove(entry.path());
+  }
   write_file_atomic(dir + "/config.json", config_json(family_for_export(m), m));
   // Shards in order, each at most max_shard_bytes (a larger single tensor gets its own shard).
   std::vector<std::vector<std::pair<std::string, at::Tensor>>> shards(1);

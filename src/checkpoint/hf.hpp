@@ -38,6 +38,9 @@ struct HfModel {
 // A directory with a config.json: a Hugging Face model, not a trainer checkpoint.
 bool is_hf_dir(const std::string& dir);
 
+// The model of a Hugging Face directory's config.json (as read_hf derives it).
+ModelConfig read_hf_config(const std::string& dir);
+
 // Reads a Hugging Face model. A config field trainer does not know or cannot honour, a missing
 // tensor or an unexpected one is a BadInput naming it.
 HfModel read_hf(const std::string& dir);

@@ -2,6 +2,9 @@
 
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
+#include <c10/util/Backtrace.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 #include <spdlog/spdlog.h>
 
 #include <malloc.h>
@@ -126,15 +129,22 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
     spdlog::error("{}", e.what());
     return kExitBadInput;
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", distributed::message_of(e));
     return 1;
   }
 }
 
-// The checkpoint's config with this run's overrides (typically the layout).
+// The checkpoint's model (its config.yaml, or a Hugging Face config.json) with this run's
+// overrides (typically the layout).
 int cmd_eval(const EvalOptions& opts, const std::vector<std::string>& sets) {
   const distributed::JobEnv job = job_from(RendezvousFlags{});
-  Config cfg = load_config(checkpoint::resolve_checkpoint(opts.checkpoint) + "/config.yaml", sets);
+  Config cfg;
+  if (checkpoint::is_hf_dir(opts.checkpoint)) {  // the model from config.json, the rest defaults
+    cfg.model = checkpoint::read_hf_config(opts.checkpoint);
+    for (const auto& s : sets) apply_override(cfg, s);
+  } else {
+    cfg = load_config(checkpoint::resolve_checkpoint(opts.checkpoint) + "/config.yaml", sets);
+  }
   validate(cfg, job.world_size);
   setup_logging(cfg.logging.level, job, &cfg);
   return run_evaluation(cfg, job, opts);
@@ -234,6 +244,12 @@ void keep_freed_memory() {
 
 int main(int argc, char** argv) {
   keep_freed_memory();
+  // LibTorch appends a C++ backtrace to its errors, and quotes them in its own warnings (a store
+  // that cannot connect, for instance): the user sees the message; the backtrace only at
+  // logging.level=debug.
+  c10::SetStackTraceFetcher([]() -> std::string {
+    return spdlog::should_log(spdlog::level::debug) ? c10::get_backtrace(1) : std::string();
+  });
   CLI::App app{"trainer: 3D-parallel (DP x PP x TP) GPT pretraining on LibTorch"};
   app.set_version_flag("--version", std::function<std::string()>([] {
     const std::string cuda = TRAINER_CUDA_VERSION;
@@ -299,7 +315,7 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval", "mean next-token loss and perplexity of a checkpoint on a prepared dataset");
   EvalOptions eopts;
   std::vector<std::string> eval_sets;
-  eval->add_option("--checkpoint", eopts.checkpoint, "checkpoint step directory or checkpoint.dir")->required();
+  eval->add_option("--checkpoint", eopts.checkpoint, "checkpoint step directory, checkpoint.dir, or a Hugging Face model directory")->required();
   eval->add_option("--data", eopts.data, "prepared dataset: PREFIX of PREFIX.bin / PREFIX.idx")->required();
   eval->add_option("--windows", eopts.windows, "windows of seq_len + 1 tokens to score, from the start");
   eval->add_option("--set", eval_sets, "override (the layout, micro-batch...): section.key=value")->take_all()->allow_extra_args(false);
@@ -390,7 +406,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << std::endl;
     return kExitBadInput;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
+    std::cerr << "error: " << distributed::message_of(e) << std::endl;
     return 1;
   }
   return 0;

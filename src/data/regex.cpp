@@ -96,6 +96,7 @@ std::vector<std::string_view> Regex::split(std::string_view text) const {
     }
     const size_t* ov = p.ovector(data);
     if (ov[0] > at) out.push_back(text.substr(at, ov[0] - at));  // the text between matches
+    at = ov[0];
     if (ov[1] > ov[0]) {
       out.push_back(text.substr(ov[0], ov[1] - ov[0]));
       at = start = ov[1];

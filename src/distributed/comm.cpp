@@ -66,10 +66,8 @@ void timed(Group& g, const char* what, std::int64_t bytes, Fn&& op) {
   const auto t0 = Clock::now();
   try {
     op();
-  } catch (const c10::Error& e) {
-    fail(g, what, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    fail(g, what, e.what());
+    fail(g, what, message_of(e));
   }
   g.stats().seconds += seconds_since(t0);
   g.stats().bytes += bytes;
@@ -172,6 +170,11 @@ void Pending::wait() {
   if (impl->target.defined()) impl->target.copy_(impl->wire);
 }
 
+std::string message_of(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  return torch_error ? torch_error->what_without_backtrace() : e.what();
+}
+
 std::string nccl_version() {
 #ifdef TRAINER_WITH_CUDA
   return c10d::getNcclVersion();
@@ -212,7 +215,7 @@ Comm::Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeou
                                     ? job.master_addr + ":" + std::to_string(job.master_port)
                                     : job.store_file;
       throw std::runtime_error("rank " + std::to_string(job.rank) + ": cannot join the job store at " + where +
-                               " within " + std::to_string(timeout.count() / 1000) + " s: " + e.what());
+                               " within " + std::to_string(timeout.count() / 1000) + " s: " + message_of(e));
     }
     store_->device = make_gloo_device(job.master_addr);
   }
@@ -267,7 +270,7 @@ std::unique_ptr<Group> Comm::make_group(const std::string& name, const std::vect
     }
   } catch (const std::exception& e) {
     throw std::runtime_error("rank " + std::to_string(rank_) + ": cannot connect group " +
-                             group->describe() + ": " + e.what());
+                             group->describe() + ": " + message_of(e));
   }
   group->set_backend(std::move(backend));
   return group;

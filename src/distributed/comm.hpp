@@ -14,6 +14,7 @@
 #include <c10/core/Device.h>
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct GroupStats {
 };
 
 struct Backend;  // c10d process group, hidden from every header
+
+// An exception's message without the C++ backtrace LibTorch's errors carry.
+std::string message_of(const std::exception& e);
 
 // The NCCL library this process runs ("2.28.9"), or "none" in a build without CUDA.
 std::string nccl_version();

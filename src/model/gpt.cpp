@@ -22,8 +22,8 @@ at::Tensor Chunk::norm(const Norm& n, const at::Tensor& x) const {
   return x * inv_rms * n.weight;
 }
 
-at::Tensor Chunk::dropout(const at::Tensor& x) const {
-  return cfg_->dropout > 0 ? at::dropout(x, cfg_->dropout, true) : x;
+at::Tensor Chunk::dropout(const at::Tensor& x, bool training) const {
+  return training && cfg_->dropout > 0 ? at::dropout(x, cfg_->dropout, true) : x;
 }
 
 at::Tensor Chunk::rope(const at::Tensor& x) const {
@@ -73,14 +73,14 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t group) {
 }
 
 // RoPE on queries and keys, keys and values repeated for grouped-query attention, attention.
-at::Tensor Chunk::attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
+at::Tensor Chunk::attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool training) const {
   const bool rotary = cfg_->positions == Positions::Rope;
   const int64_t group = local_heads_ / local_kv_heads_;
   return causal_attention(rotary ? rope(q) : q, repeat_kv(rotary ? rope(k) : k, group), repeat_kv(v, group),
-                          tp_.compute_dtype, cfg_->dropout);
+                          tp_.compute_dtype, training ? cfg_->dropout : 0.0);
 }
 
-at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
+at::Tensor Chunk::attention(const Block& b, const at::Tensor& x, bool training) const {
   const at::Tensor input = tensor_parallel::column_input(x, tp_);
   at::Tensor q = b.q.apply(input, tp_);    // [B, S, local heads * D]
   at::Tensor kv = b.kv.apply(input, tp_);  // [B, S, local kv heads * 2 * D]
@@ -90,9 +90,10 @@ at::Tensor Chunk::attention(const Block& b, const at::Tensor& x) const {
   // each zero a full-size buffer and add them up.
   const std::vector<at::Tensor> k_v = kv.view({B, S, local_kv_heads_, 2, head_dim_}).permute({3, 0, 2, 1, 4}).unbind(0);
   at::Tensor out = recompute_ == Recompute::Selective
-                       ? recompute([this](const std::vector<at::Tensor>& in) { return attention_core(in[0], in[1], in[2]); },
-                                   {q, k_v[0], k_v[1]})
-                       : attention_core(q, k_v[0], k_v[1]);  // [B, h, S, D]
+                       ? recompute([this, training](const std::vector<at::Tensor>& in) {
+                                     return attention_core(in[0], in[1], in[2], training);
+                                   }, {q, k_v[0], k_v[1]})
+                       : attention_core(q, k_v[0], k_v[1], training);  // [B, h, S, D]
   out = out.transpose(1, 2).reshape({B, S, local_heads_ * head_dim_});
   return b.proj.forward(out, tp_);
 }
@@ -105,12 +106,12 @@ at::Tensor Chunk::mlp(const Block& b, const at::Tensor& x) const {
   return b.fc2.forward(h, tp_);
 }
 
-at::Tensor Chunk::block(const Block& b, const at::Tensor& x) const {
-  at::Tensor h = x + dropout(attention(b, norm(b.norm1, x)));
-  return h + dropout(mlp(b, norm(b.norm2, h)));
+at::Tensor Chunk::block(const Block& b, const at::Tensor& x, bool training) const {
+  at::Tensor h = x + dropout(attention(b, norm(b.norm1, x), training), training);
+  return h + dropout(mlp(b, norm(b.norm2, h)), training);
 }
 
-at::Tensor Chunk::forward(const at::Tensor& input) const {
+at::Tensor Chunk::forward(const at::Tensor& input, bool training) const {
   at::Tensor x;
   if (first_) {
     x = embedding_.forward(input, tp_);
@@ -120,14 +121,15 @@ at::Tensor Chunk::forward(const at::Tensor& input) const {
       const int64_t start = tp_.sequence_parallel ? tp_.rank() * s : 0;
       x = x + position_embedding_.narrow(0, start, s);
     }
-    x = dropout(x);
+    x = dropout(x, training);
   } else {
     x = input;
   }
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block* b = &blocks_[i];
     const bool full = recompute_ == Recompute::Full && (recompute_layers_ == 0 || static_cast<int>(i) < recompute_layers_);
-    x = full ? recompute([this, b](const std::vector<at::Tensor>& in) { return block(*b, in[0]); }, {x}) : block(*b, x);
+    x = full ? recompute([this, b, training](const std::vector<at::Tensor>& in) { return block(*b, in[0], training); }, {x})
+             : block(*b, x, training);
   }
   return x;
 }

@@ -47,8 +47,8 @@ class Chunk {
   int num_layers() const { return static_cast<int>(blocks_.size()); }
 
   // First chunk: `input` holds token ids [B, S]. Otherwise: hidden states from the previous
-  // chunk, [B, S, H] (or [B, S/tp, H] under sequence parallelism).
-  at::Tensor forward(const at::Tensor& input) const;
+  // chunk, [B, S, H] (or [B, S/tp, H] under sequence parallelism). Dropout only when `training`.
+  at::Tensor forward(const at::Tensor& input, bool training = true) const;
   // Last chunk only: the final norm and the head, giving this rank's vocab slice of the logits.
   at::Tensor logits(const at::Tensor& hidden) const;
   // Last chunk only: the sum of per-token losses of `hidden` against `targets` [B, S].
@@ -56,13 +56,13 @@ class Chunk {
 
  private:
   friend class GPT;
-  at::Tensor block(const Block& b, const at::Tensor& x) const;
-  at::Tensor attention(const Block& b, const at::Tensor& x) const;
-  at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
+  at::Tensor block(const Block& b, const at::Tensor& x, bool training) const;
+  at::Tensor attention(const Block& b, const at::Tensor& x, bool training) const;
+  at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool training) const;
   at::Tensor mlp(const Block& b, const at::Tensor& x) const;
   at::Tensor norm(const Norm& n, const at::Tensor& x) const;
   at::Tensor rope(const at::Tensor& x) const;
-  at::Tensor dropout(const at::Tensor& x) const;
+  at::Tensor dropout(const at::Tensor& x, bool training) const;
 
   const ModelConfig* cfg_ = nullptr;
   Recompute recompute_ = Recompute::None;

@@ -253,7 +253,7 @@ double Runner::eval_step(const std::vector<model::MicroBatch>& mbs, double loss_
     model::Chunk& chunk = model_.chunks()[a.chunk];
     if (chunk.first()) f.input = mbs[a.microbatch].tokens;
     else f.recv.wait();
-    f.output = chunk.forward(f.input);
+    f.output = chunk.forward(f.input, /*training=*/false);
     if (chunk.last()) {
       loss += chunk.loss_sum(f.output, mbs[a.microbatch].targets).to(at::kDouble) * loss_scale;
       live.erase({a.microbatch, a.chunk});

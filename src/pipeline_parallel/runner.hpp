@@ -40,7 +40,8 @@ class Runner {
   StepStats train_step(const std::vector<model::MicroBatch>& microbatches, double loss_scale,
                        const std::function<void(int chunk)>& before_last_backward);
 
-  // Forward only, no gradients (evaluation); returns the summed scaled loss on the last stage.
+  // Forward only, no gradients, no dropout (evaluation); returns the summed scaled loss on the
+  // last stage.
   double eval_step(const std::vector<model::MicroBatch>& microbatches, double loss_scale);
 
   bool holds_loss() const;  // this rank owns the last model chunk

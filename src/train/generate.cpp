@@ -18,7 +18,7 @@ std::string generate(const GenerateOptions& opts) {
   const std::string dir = checkpoint::resolve_checkpoint(opts.checkpoint);
   Config cfg = load_config(dir + "/config.yaml", {"parallel.dp=1", "parallel.pp=1", "parallel.tp=1",
                                                   "parallel.schedule=1f1b", "parallel.virtual_stages=1",
-                                                  "parallel.stage_layers=[]", "model.dropout=0"});
+                                                  "parallel.stage_layers=[]"});
   auto tokenizer = data::make_tokenizer(opts.tokenizer);
   if (tokenizer->vocab_size() > cfg.model.vocab_size + 1)
     throw std::runtime_error("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
@@ -38,7 +38,7 @@ std::string generate(const GenerateOptions& opts) {
     const int64_t len = std::min<int64_t>(ids.size(), cfg.model.seq_len);
     at::Tensor context = at::empty({1, cfg.model.seq_len}, at::kLong).fill_(0);
     for (int64_t i = 0; i < len; ++i) context[0][i] = ids[ids.size() - len + i];
-    at::Tensor logits = chunk.logits(chunk.forward(context))[0][len - 1];
+    at::Tensor logits = chunk.logits(chunk.forward(context, /*training=*/false))[0][len - 1];
     logits = logits.narrow(0, 0, cfg.model.vocab_size).clone();  // padding is never generated
     int64_t next;
     if (opts.temperature <= 0) {

@@ -183,9 +183,11 @@ std::unique_ptr<distributed::Comm> join(const Config& cfg, const distributed::Jo
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.runtime.collective_timeout_s * 1000));
   const c10::Device device = runtime::choose_device(cfg.runtime.device, job.local_rank);
   runtime::use_device(device, cfg.runtime.tf32);
-  // Dropout draws from the default generators: seeded, a run repeats itself (the masks still
-  // depend on the layout, so layouts agree only without dropout).
-  at::manual_seed(static_cast<uint64_t>(cfg.runtime.seed) + static_cast<uint64_t>(job.rank));
+  // Dropout draws from the default generators: seeded, a run repeats itself. The TP ranks of one
+  // (dp, pp) share a seed: their replicated activations (the residual stream without sequence
+  // parallelism) must drop the same elements, or the replicas of norms and biases drift apart.
+  // The masks still depend on the layout, so layouts agree only without dropout.
+  at::manual_seed(static_cast<uint64_t>(cfg.runtime.seed) + static_cast<uint64_t>(job.rank / p.tp));
   return std::make_unique<distributed::Comm>(job, grid, timeout, device, use_nccl(cfg, job, device));
 }
 

@@ -112,6 +112,10 @@ TEST_CASE("bad input everywhere: a table of cases, each a clear error in time", 
       {"checkpoint of another model", run1 + " --set train.steps=3 --set checkpoint.dir={D}/ckpt --set model.hidden=128", 2, {"different model", "hidden"}},
       {"checkpoint directory is a file", run1 + " --set train.steps=2 --set checkpoint.dir={D}/a_file/sub", 1, {"a_file"}},
       {"export of a missing checkpoint", "{T} export --checkpoint {D}/nothing --output {D}/m.safetensors", 2, {"nothing"}},
+      {"import-hf of a directory that is no model", "{T} import-hf --model {D} --output {D}/out/hf", 2, {"config.json"}},
+      {"eval with more windows than the data", "{T} eval --checkpoint {D}/ckpt --data {D}/short --windows 5", 2, {"--windows 5", "short"}},
+      // resources: LibTorch's allocator error, without its C++ backtrace
+      {"a model larger than memory", run1 + " --set model.vocab_size=2000000000", 1, {"can't allocate memory"}},
   };
   CHECK(cases.size() >= 25);
   for (const auto& c : cases) {
@@ -125,6 +129,7 @@ TEST_CASE("bad input everywhere: a table of cases, each a clear error in time", 
     CHECK(r.output.find("error") != std::string::npos);
     for (const auto& text : c.says) CHECK(r.output.find(text) != std::string::npos);
     CHECK(r.output.find("terminate called") == std::string::npos);  // no crash
+    CHECK(r.output.find("frame #") == std::string::npos);           // no C++ backtrace
   }
   CHECK((!fs::exists(dir.file("out")) || fs::is_empty(dir.file("out"))));  // nothing half-written
 }

@@ -65,7 +65,7 @@ at::Tensor trainer_logits(const std::string& checkpoint, const at::Tensor& ids) 
   checkpoint::load_params(dir, cfg, gpt.params());
   c10::NoGradGuard no_grad;
   auto& chunk = gpt.chunks()[0];
-  return chunk.logits(chunk.forward(ids)).narrow(-1, 0, cfg.model.vocab_size);
+  return chunk.logits(chunk.forward(ids, /*training=*/false)).narrow(-1, 0, cfg.model.vocab_size);
 }
 
 }  // namespace
@@ -162,6 +162,16 @@ TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 -
   const double theirs = std::stod(ref.substr(ref.find("loss ") + 5));
   CHECK(std::abs(l1 - theirs) / theirs < 1e-5);
   CHECK(std::abs(l8 - theirs) / theirs < 1e-5);
+
+  // A Hugging Face directory directly, GPT-2 with dropout 0.1 in its config: evaluation applies
+  // none, as Transformers' eval mode.
+  reference("make-gpt2 " + dir.file("gpt2"));
+  auto r = testing::trainer({"eval", "--checkpoint", dir.file("gpt2"), "--data", dir.file("data"), "--windows", "6"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const double ours = std::stod(r.output.substr(r.output.find(": loss ") + 7));
+  const std::string gpt2_ref = reference("loss " + dir.file("gpt2") + " " + dir.file("data.bin") + " 32 6");
+  CHECK(std::abs(ours - std::stod(gpt2_ref.substr(gpt2_ref.find("loss ") + 5))) / ours < 1e-5);
 }
 
 TEST_CASE("Hugging Face input that trainer cannot honour is refused by name", "[hf][bad_input][mp]") {

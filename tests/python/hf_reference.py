@@ -3,7 +3,7 @@
 
   hf_reference.py make-llama DIR [--shard-kb N]   random small LlamaForCausalLM (GQA, untied,
                                                    Llama 3.1 RoPE scaling), save_pretrained
-  hf_reference.py make-gpt2 DIR                    random small GPT2LMHeadModel (tied)
+  hf_reference.py make-gpt2 DIR                    random small GPT2LMHeadModel (tied, dropout 0.1)
   hf_reference.py logits DIR TOKENS OUT            logits of Transformers' model for the ids in
                                                    TOKENS (text, one sequence per line) -> OUT (raw float32)
   hf_reference.py loss DIR BIN SEQ WINDOWS         mean next-token loss over the first WINDOWS
@@ -33,8 +33,9 @@ def make_llama(out, shard_kb):
 
 
 def make_gpt2(out):
+    # Dropout 0.1 (GPT-2's own), which inference and evaluation must not apply.
     cfg = transformers.GPT2Config(vocab_size=300, n_embd=64, n_layer=2, n_head=4, n_positions=32,
-                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.1)
+                                  resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1, initializer_range=0.1)
     transformers.GPT2LMHeadModel(cfg).save_pretrained(out, safe_serialization=True)
 
 
