@@ -82,6 +82,7 @@ void check_same_model(const ModelConfig& saved, const Config& cfg, const std::st
 }
 
 void check_same_model(const std::string& dir, const Config& cfg, bool weights_only = false) {
+  if (!fs::is_directory(dir)) throw std::runtime_error("checkpoint directory " + dir + " does not exist");
   check_same_model(load_config(dir + "/config.yaml").model, cfg, "checkpoint " + dir + "/config.yaml", weights_only);
 }
 
@@ -142,7 +143,6 @@ std::string save(const Config& cfg, distributed::Comm& comm, const std::vector<m
 // Full tensors of `names` from the checkpoint, after checking the model matches.
 std::map<std::string, at::Tensor> load_full(const std::string& dir, const Config& cfg,
                                             const std::set<std::string>& names) {
-  if (!fs::is_directory(dir)) throw std::runtime_error("checkpoint directory " + dir + " does not exist");
   check_same_model(dir, cfg);
   return assemble(read_all_pieces(dir), &names);
 }
@@ -166,6 +166,13 @@ void copy_params(const std::map<std::string, at::Tensor>& full, const std::strin
   for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
 }
 
+// Every parameter takes its part of its full tensor in the checkpoint `dir` (model checked).
+void copy_params_from(const std::string& dir, std::vector<model::Param>& params) {
+  std::set<std::string> names;
+  for (const auto& p : params) names.insert(p.info.name);
+  copy_params(assemble(read_all_pieces(dir), &names), dir, params);
+}
+
 }  // namespace
 
 void load_weights(const std::string& source, const Config& cfg, std::vector<model::Param>& params) {
@@ -177,15 +184,12 @@ void load_weights(const std::string& source, const Config& cfg, std::vector<mode
   }
   const std::string dir = resolve_checkpoint(source);
   check_same_model(dir, cfg, true);
-  std::set<std::string> names;
-  for (const auto& p : params) names.insert(p.info.name);
-  copy_params(assemble(read_all_pieces(dir), &names), dir, params);
+  copy_params_from(dir, params);
 }
 
 void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params) {
-  std::set<std::string> names;
-  for (const auto& p : params) names.insert(p.info.name);
-  copy_params(load_full(dir, cfg, names), dir, params);
+  check_same_model(dir, cfg);
+  copy_params_from(dir, params);
 }
 
 TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,

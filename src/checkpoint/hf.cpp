@@ -382,12 +382,12 @@ YAML::Node load_config_json(const std::string& dir) {
   }
 }
 
-}  // namespace
-
-ModelConfig read_hf_config(const std::string& dir) {
+// The family and model of a Hugging Face directory's config.json, checked.
+std::pair<Family, ModelConfig> hf_model_of(const std::string& dir) {
   const YAML::Node root = load_config_json(dir);
+  const Family f = family_of(dir, root);
   HfConfig c(dir, root);
-  const ModelConfig m = family_of(dir, root) == Family::Llama ? llama_config(c, dir) : gpt2_config(c, dir);
+  const ModelConfig m = f == Family::Llama ? llama_config(c, dir) : gpt2_config(c, dir);
   c.check_all_used();
   Config check;
   check.model = m;
@@ -396,14 +396,17 @@ ModelConfig read_hf_config(const std::string& dir) {
   } catch (const ConfigError& e) {
     refuse(dir, std::string("its config gives a model trainer cannot build: ") + e.what());
   }
-  return m;
+  return {f, m};
 }
 
-HfModel read_hf(const std::string& dir) {
-  const Family f = family_of(dir, load_config_json(dir));
-  HfModel out;
-  out.model = read_hf_config(dir);
+}  // namespace
 
+ModelConfig read_hf_config(const std::string& dir) { return hf_model_of(dir).second; }
+
+HfModel read_hf(const std::string& dir) {
+  const auto [f, model] = hf_model_of(dir);
+  HfModel out;
+  out.model = model;
   auto hf = read_hf_tensors(dir);
   // Buffers older GPT-2 files carry (the causal mask), not parameters.
   for (auto it = hf.begin(); it != hf.end();)

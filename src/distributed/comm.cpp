@@ -286,15 +286,22 @@ namespace {
 
 // Launches an operation on `g`. `wire` is the tensor the backend works on; when it is a staged
 // copy of the caller's `target` (see on_wire), wait() copies the result back.
-Pending start(Group& g, const char* what, std::int64_t bytes, std::chrono::milliseconds timeout,
-              const std::function<c10::intrusive_ptr<c10d::Work>()>& launch, const at::Tensor& wire = {},
-              const at::Tensor& target = {}) {
+// An operation of `g` about to start; `work` is set once it has.
+std::shared_ptr<Pending::Impl> pending_impl(Group& g, const char* what, std::chrono::milliseconds timeout,
+                                            const at::Tensor& wire, const at::Tensor& target) {
   auto impl = std::make_shared<Pending::Impl>();
   impl->group = &g;
   impl->timeout = timeout;
   impl->what = what;
   impl->wire = wire;  // also keeps a staged send's copy alive until the send is done
   if (target.defined() && !target.is_same(wire)) impl->target = target;
+  return impl;
+}
+
+Pending start(Group& g, const char* what, std::int64_t bytes, std::chrono::milliseconds timeout,
+              const std::function<c10::intrusive_ptr<c10d::Work>()>& launch, const at::Tensor& wire = {},
+              const at::Tensor& target = {}) {
+  auto impl = pending_impl(g, what, timeout, wire, target);
   timed(g, what, bytes, [&] { impl->work = launch(); });
   return Pending(impl);
 }
@@ -404,32 +411,25 @@ std::vector<Pending> start_transfers(Group& g, const std::vector<Transfer>& batc
     if (batch[i].kind == Transfer::Send) return pg_of(g).send(ts, batch[i].peer_index, batch[i].tag);
     return pg_of(g).recv(ts, batch[i].peer_index, batch[i].tag);
   };
-  auto pending_for = [&](size_t i, c10::intrusive_ptr<c10d::Work> work) {
-    auto impl = std::make_shared<Pending::Impl>();
-    impl->group = &g;
-    impl->timeout = timeout_of(g);
-    impl->what = batch[i].kind == Transfer::Send ? "send" : "recv";
-    impl->work = std::move(work);
-    impl->wire = wires[i];  // also keeps a staged send's copy alive until the send is done
-    if (batch[i].kind == Transfer::Receive && !batch[i].tensor.is_same(wires[i])) impl->target = batch[i].tensor;
-    return Pending(impl);
-  };
+  auto what = [&](size_t i) { return batch[i].kind == Transfer::Send ? "send" : "recv"; };
+  // A receive's result lands in its tensor when it was staged through a copy (see on_wire).
+  auto target = [&](size_t i) { return batch[i].kind == Transfer::Receive ? batch[i].tensor : at::Tensor(); };
   std::vector<Pending> pending;
   if (!matches_by_order(g)) {  // Gloo: each transfer on its own, matched by tag
-    for (size_t i = 0; i < batch.size(); ++i) {
-      c10::intrusive_ptr<c10d::Work> work;
-      timed(g, batch[i].kind == Transfer::Send ? "send" : "recv", nbytes(batch[i].tensor), [&] { work = launch(i); });
-      pending.push_back(pending_for(i, work));
-    }
+    for (size_t i = 0; i < batch.size(); ++i)
+      pending.push_back(start(g, what(i), nbytes(batch[i].tensor), timeout_of(g), [&] { return launch(i); }, wires[i],
+                              target(i)));
     return pending;
   }
-  c10::intrusive_ptr<c10d::Work> work;  // NCCL: the whole batch is one group, one completion
-  timed(g, "send/recv batch", bytes, [&] {
+  std::vector<std::shared_ptr<Pending::Impl>> impls;
+  for (size_t i = 0; i < batch.size(); ++i) impls.push_back(pending_impl(g, what(i), timeout_of(g), wires[i], target(i)));
+  timed(g, "send/recv batch", bytes, [&] {  // NCCL: the whole batch is one group, one completion
     pg_of(g).startCoalescing();
     for (size_t i = 0; i < batch.size(); ++i) launch(i);
-    work = pg_of(g).endCoalescing();
+    const auto work = pg_of(g).endCoalescing();
+    for (auto& impl : impls) impl->work = work;
   });
-  for (size_t i = 0; i < batch.size(); ++i) pending.push_back(pending_for(i, work));
+  for (auto& impl : impls) pending.push_back(Pending(impl));
   return pending;
 }
 

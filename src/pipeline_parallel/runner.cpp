@@ -99,20 +99,28 @@ int Runner::tag(const Message& msg, int microbatches) const {
   return (msg.direction * stages_ * chunks_ + msg.receiving_chunk) * microbatches + msg.microbatch;
 }
 
-// The batches this stage starts the transfers of `actions` in: where the PP group pairs messages
-// by order (NCCL), batches all stages agree on (order_paired_batches, given every stage's list);
-// elsewhere each transfer alone.
-std::vector<Batch> Runner::transfer_batches(const std::vector<Action>& actions,
-                                            const std::function<std::vector<Action>(int stage)>& list_of) const {
+std::vector<Action> Runner::actions_of(int stage, bool training, int microbatches) const {
+  return training ? make_schedule(cfg_.parallel.schedule, stage, stages_, microbatches, chunks_)
+                  : forward_only(cfg_.parallel.schedule, stage, stages_, microbatches, chunks_);
+}
+
+// The batches this stage starts its transfers in: where the PP group pairs messages by order
+// (NCCL), batches all stages agree on (order_paired_batches, given every stage's list);
+// elsewhere each transfer alone. They depend only on the step's kind and microbatch count, so
+// each is worked out once.
+const std::vector<Batch>& Runner::transfer_batches(bool training, int microbatches) const {
+  auto [it, fresh] = batches_.try_emplace({training, microbatches});
+  if (!fresh) return it->second;
   if (order_paired_) {
     std::vector<std::vector<Action>> lists;
-    for (int s = 0; s < stages_; ++s) lists.push_back(list_of(s));
-    return order_paired_batches(lists)[stage_];
+    for (int s = 0; s < stages_; ++s) lists.push_back(actions_of(s, training, microbatches));
+    it->second = order_paired_batches(lists)[stage_];
+  } else {
+    const auto actions = actions_of(stage_, training, microbatches);
+    for (size_t i = 0; i < actions.size(); ++i)
+      if (is_transfer(actions[i].op)) it->second.push_back({i});
   }
-  std::vector<Batch> singles;
-  for (size_t i = 0; i < actions.size(); ++i)
-    if (is_transfer(actions[i].op)) singles.push_back({i});
-  return singles;
+  return it->second;
 }
 
 // Starts the transfers of `batch`: sends of what `live` holds, receives into new buffers whose
@@ -153,7 +161,7 @@ void Runner::start_transfers(const std::vector<Action>& actions, const Batch& ba
 StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double loss_scale,
                              const std::function<void(int)>& before_last_backward) {
   const int m = static_cast<int>(mbs.size());
-  const auto actions = make_schedule(cfg_.parallel.schedule, stage_, stages_, m, chunks_);
+  const auto actions = actions_of(stage_, /*training=*/true, m);
   std::vector<int> last_backward(chunks_, -1);
   for (size_t i = 0; i < actions.size(); ++i)
     if (actions[i].op == Op::Backward) last_backward[actions[i].chunk] = static_cast<int>(i);
@@ -169,7 +177,7 @@ StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double l
   // instead of being waited for; the list itself (what the tests simulate) is unchanged. (Not
   // with every chunk on this rank: there a message exists only once its send has run; nor in
   // order-paired batches, which all stages must start in the same order.)
-  const auto batches = transfer_batches(actions, [&](int s) { return make_schedule(cfg_.parallel.schedule, s, stages_, m, chunks_); });
+  const auto& batches = transfer_batches(/*training=*/true, m);
   std::vector<size_t> batch_of(actions.size(), 0);
   for (size_t k = 0; k < batches.size(); ++k)
     for (size_t i : batches[k]) batch_of[i] = k;
@@ -235,9 +243,8 @@ StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double l
 double Runner::eval_step(const std::vector<model::MicroBatch>& mbs, double loss_scale) {
   torch::NoGradGuard no_grad;
   const int m = static_cast<int>(mbs.size());
-  auto list_of = [&](int s) { return forward_only(cfg_.parallel.schedule, s, stages_, m, chunks_); };
-  const auto actions = list_of(stage_);
-  const auto batches = transfer_batches(actions, list_of);
+  const auto actions = actions_of(stage_, /*training=*/false, m);
+  const auto& batches = transfer_batches(/*training=*/false, m);
   size_t next_batch = 0;  // batches start in order, each at its first action
   std::map<std::pair<int, int>, InFlight> live;
   Mailbox mailbox(comm_.pp(), stages_ == 1);

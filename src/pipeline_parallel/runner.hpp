@@ -49,8 +49,9 @@ class Runner {
  private:
   at::Tensor activation_buffer() const;
   int tag(const Message& msg, int microbatches) const;
-  std::vector<Batch> transfer_batches(const std::vector<Action>& actions,
-                                      const std::function<std::vector<Action>(int stage)>& list_of) const;
+  // A stage's actions for one step: the schedule (training) or its forward actions alone.
+  std::vector<Action> actions_of(int stage, bool training, int microbatches) const;
+  const std::vector<Batch>& transfer_batches(bool training, int microbatches) const;
   void start_transfers(const std::vector<Action>& actions, const Batch& batch, int microbatches,
                        std::map<std::pair<int, int>, InFlight>& live, Mailbox& mailbox) const;
 
@@ -59,6 +60,7 @@ class Runner {
   distributed::Comm& comm_;
   int stage_, stages_, chunks_;
   bool order_paired_;  // transfers start in order_paired_batches (NCCL), else each alone
+  mutable std::map<std::pair<bool, int>, std::vector<Batch>> batches_;  // by (training, microbatches)
 };
 
 }  // namespace trainer::pipeline_parallel
