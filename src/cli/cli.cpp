@@ -27,6 +27,9 @@
 #include "ops/cpu_ops.hpp"
 #include "model/flops.hpp"
 #include "pipeline_parallel/schedule.hpp"
+#include "plan/measure.hpp"
+#include "plan/preflight.hpp"
+#include "plan/report.hpp"
 #include "runtime/device.hpp"
 #include "checkpoint/export.hpp"
 #include "checkpoint/hf.hpp"
@@ -73,11 +76,59 @@ void print_derived(const Config& cfg) {
             << "  theoretical_bubble: " << pipeline_parallel::theoretical_bubble(p.pp, m, v) << "\n";
 }
 
+// Parses "2x2x2" (dp x pp x tp).
+std::array<int, 3> parse_layout(const std::string& text) {
+  std::array<int, 3> out{};
+  char x1 = 0, x2 = 0;
+  std::istringstream s(text);
+  if (!(s >> out[0] >> x1 >> out[1] >> x2 >> out[2]) || x1 != 'x' || x2 != 'x' || !s.eof())
+    throw ConfigError("'" + text + "' is not a layout DPxPPxTP, e.g. 2x2x2");
+  return out;
+}
+
 int cmd_check_config(const std::string& path, const std::vector<std::string>& sets, int world) {
   Config cfg = load_config(path, sets);
   validate(cfg, world);
+  // The pre-flight as `train` would run it with every process on this machine.
+  const plan::Prediction p = plan::check_memory(cfg, world > 0 ? world : world_size_of(cfg.parallel));
   std::cout << "# " << path << ": OK\n" << to_yaml(cfg);
   print_derived(cfg);
+  std::cout << "  memory_per_rank_gb: " << p.memory.total() / 1e9 << "  # predicted, most loaded rank (trainer plan)\n"
+            << "  memory_available_gb: " << p.available / 1e9 << "\n";
+  return 0;
+}
+
+// `trainer plan`: the layouts of --gpus devices for this config's model and batch.
+struct PlanOptions {
+  int gpus = 0, gpus_per_node = 0, top = 5;
+  std::string gpu, layout;
+  bool json = false;
+};
+
+int cmd_plan(const std::string& path, const std::vector<std::string>& sets, const PlanOptions& o) {
+  Config cfg = load_config(path, sets);
+  cfg.data.source = DataSource::Synthetic;  // planning needs no data files
+  cfg.checkpoint.init_from.clear();
+  if (!o.layout.empty()) {
+    const auto l = parse_layout(o.layout);
+    cfg.parallel.dp = l[0];
+    cfg.parallel.pp = l[1];
+    cfg.parallel.tp = l[2];
+  }
+  const int gpus = o.gpus > 0 ? o.gpus : (o.layout.empty() ? 0 : world_size_of(cfg.parallel));
+  if (gpus <= 0) throw ConfigError("--gpus: give the number of devices (or --layout DPxPPxTP)");
+  if (!o.layout.empty()) validate(cfg, gpus);
+  plan::Hardware hw = o.gpu == "cpu" ? plan::measure_cpu(cfg.runtime.precision) : plan::find_gpu(o.gpu);
+  if (o.gpus_per_node > 0) hw.gpus_per_node = o.gpus_per_node;
+  char model[160];
+  std::snprintf(model, sizeof model, "%.3gB parameters (vocab %d, seq %d)", model::count_parameters(cfg.model) / 1e9,
+                cfg.model.vocab_size, cfg.model.seq_len);
+  plan::Report r{model, &hw, gpus, cfg.train.global_batch_size, {}, o.top};
+  if (!o.layout.empty()) r.predictions.push_back(plan::predict(cfg, plan::layout_of(cfg), hw));
+  else r.predictions = plan::search(cfg, gpus, hw);
+  if (o.json) std::cout << plan::as_json(r);
+  else if (!o.layout.empty()) std::cout << plan::breakdown(r.predictions.front());
+  else std::cout << plan::as_table(r);
   return 0;
 }
 
@@ -120,6 +171,7 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
   const distributed::JobEnv job = job_from(rdzv);
   Config cfg = load_config(path, sets);
   validate(cfg, job.world_size);  // before any process group exists
+  plan::check_memory(cfg, job.local_world_size);  // ... and before any allocation
   setup_logging(cfg.logging.level, job, &cfg);
   // Bad input found only once training starts (a dataset's contents, a checkpoint of another
   // model) exits 2 like a bad config; anything else that stops the run exits 1.
@@ -148,16 +200,6 @@ int cmd_eval(const EvalOptions& opts, const std::vector<std::string>& sets) {
   validate(cfg, job.world_size);
   setup_logging(cfg.logging.level, job, &cfg);
   return run_evaluation(cfg, job, opts);
-}
-
-// Parses "2x2x2" (dp x pp x tp).
-std::array<int, 3> parse_layout(const std::string& text) {
-  std::array<int, 3> out{};
-  char x1 = 0, x2 = 0;
-  std::istringstream s(text);
-  if (!(s >> out[0] >> x1 >> out[1] >> x2 >> out[2]) || x1 != 'x' || x2 != 'x' || !s.eof())
-    throw ConfigError("--layouts: '" + text + "' is not DPxPPxTP, e.g. 2x2x2");
-  return out;
 }
 
 std::vector<double> read_losses(const std::string& file) {
@@ -220,6 +262,14 @@ int cmd_verify(const std::string& path, std::vector<std::string> sets, const std
   const bool ok = worst <= tolerance;
   std::printf("worst relative difference %.3e (tolerance %.1e): %s\n", worst, tolerance, ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
+}
+
+// `trainer bench-comm` on its own: two local processes of it.
+int cmd_bench_comm_locally() {
+  const plan::CommFigures f = plan::measure_comm();
+  std::cout << "Gloo all-reduce between 2 local processes: latency " << f.latency_us << " us per step, bandwidth "
+            << f.gbs << " GB/s" << std::endl;
+  return 0;
 }
 
 int cmd_config_keys() {
@@ -341,6 +391,20 @@ int main(int argc, char** argv) {
   std::string peak_device = "cpu";
   peak->add_option("--device", peak_device, "cpu, cuda or auto");
 
+  auto* plan_cmd = app.add_subcommand("plan", "predict memory and speed of every layout of N devices (docs/plan.md)");
+  add_config(plan_cmd);
+  PlanOptions plan_opts;
+  plan_cmd->add_option("--gpus", plan_opts.gpus, "number of devices (processes for --gpu cpu)");
+  plan_cmd->add_option("--gpu", plan_opts.gpu, "a100-80gb, h100-80gb, h200, or cpu (this machine, measured)")->required();
+  plan_cmd->add_option("--gpus-per-node", plan_opts.gpus_per_node, "devices per node (default 8)");
+  plan_cmd->add_option("--layout", plan_opts.layout, "DPxPPxTP: only this layout, the rest from the config");
+  plan_cmd->add_option("--top", plan_opts.top, "layouts to show (default 5)");
+  plan_cmd->add_flag("--json", plan_opts.json, "one JSON object instead of the table");
+
+  auto* comm_bench = app.add_subcommand("bench-comm", "time Gloo all-reduces between local processes (run under launch)");
+  std::string comm_output;
+  comm_bench->add_option("--output", comm_output, "also write the figures to this JSON file");
+
   auto* keys = app.add_subcommand("config-keys", "print every config key as a Markdown table");
 
   auto* prepare = app.add_subcommand("prepare-data", "tokenize text into a Megatron .bin/.idx dataset");
@@ -367,6 +431,12 @@ int main(int argc, char** argv) {
     if (*check) return cmd_check_config(config_path, sets, check_world);
     if (*verify) return cmd_verify(config_path, sets, layouts, verify_steps, tolerance);
     if (*keys) return cmd_config_keys();
+    if (*plan_cmd) return cmd_plan(config_path, sets, plan_opts);
+    if (*comm_bench) {
+      if (job_from(RendezvousFlags{}).world_size < 2) return cmd_bench_comm_locally();
+      plan::bench_comm(job_from(RendezvousFlags{}), comm_output);
+      return 0;
+    }
     if (*peak) {
       if (peak_threads > 0) at::set_num_threads(peak_threads);
       const auto dtype = parse_choice<DType>("--dtype", peak_dtype);

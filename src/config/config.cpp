@@ -26,6 +26,7 @@ template <> struct Choices<DeviceKind> { static constexpr const char* names[] = 
 template <> struct Choices<BackendKind> { static constexpr const char* names[] = {"auto", "gloo", "nccl"}; };
 template <> struct Choices<RopeScaling> { static constexpr const char* names[] = {"none", "llama3"}; };
 template <> struct Choices<Recompute> { static constexpr const char* names[] = {"none", "selective", "full"}; };
+template <> struct Choices<PlanAssumptions> { static constexpr const char* names[] = {"trainer", "megatron"}; };
 
 template <typename T, typename = void> struct is_choice : std::false_type {};
 template <typename T> struct is_choice<T, std::void_t<decltype(Choices<T>::names)>> : std::true_type {};
@@ -58,6 +59,7 @@ TRAINER_CHOICE(Positions)
 TRAINER_CHOICE(Norm)
 TRAINER_CHOICE(Mlp)
 TRAINER_CHOICE(Schedule)
+TRAINER_CHOICE(PlanAssumptions)
 TRAINER_CHOICE(LrDecay)
 TRAINER_CHOICE(DType)
 TRAINER_CHOICE(NonFinite)
@@ -334,6 +336,28 @@ const std::vector<Field>& schema() {
             "matmul precision (fp32 master weights either way)"),
       field("runtime.peak_tflops", &C::runtime, &RuntimeConfig::peak_tflops,
             "per-process peak TFLOP/s for MFU; 0 = not reported"),
+      field("runtime.gpu_memory_gb", &C::runtime, &RuntimeConfig::gpu_memory_gb,
+            "GPU memory the memory pre-flight allows per rank; 0 = the device's"),
+      field("plan.assumptions", &C::plan, &PlanConfig::assumptions,
+            "whose memory and kernels the planner assumes: this trainer, or Megatron-LM 2021 (docs/plan.md)"),
+      field("plan.matmul_efficiency", &C::plan, &PlanConfig::matmul_efficiency,
+            "fraction of peak TFLOP/s the layers' matmuls reach"),
+      field("plan.attention_efficiency", &C::plan, &PlanConfig::attention_efficiency,
+            "fraction of peak TFLOP/s fused attention reaches on its causal half"),
+      field("plan.memory_efficiency", &C::plan, &PlanConfig::memory_efficiency,
+            "fraction of memory bandwidth element-wise ops and AdamW reach"),
+      field("plan.elementwise_traffic", &C::plan, &PlanConfig::elementwise_traffic,
+            "bytes element-wise ops move in forward per byte of activations kept"),
+      field("plan.intra_node_efficiency", &C::plan, &PlanConfig::intra_node_efficiency,
+            "fraction of NVLink (CPU: loopback) bandwidth collectives reach"),
+      field("plan.inter_node_efficiency", &C::plan, &PlanConfig::inter_node_efficiency,
+            "fraction of per-GPU network bandwidth collectives reach"),
+      field("plan.activation_overhead", &C::plan, &PlanConfig::activation_overhead,
+            "temporaries and fragmentation as a fraction of kept activations"),
+      field("plan.cpu_process_mb", &C::plan, &PlanConfig::cpu_process_mb,
+            "resident MB of a trainer process before its model (CPU pre-flight and plan)"),
+      field("plan.gpu_reserved_gb", &C::plan, &PlanConfig::gpu_reserved_gb,
+            "GB per GPU outside the allocator: CUDA context, cuBLAS workspace, NCCL"),
   };
   return fields;
 }
@@ -604,6 +628,18 @@ void validate(const Config& cfg, int world_size) {
     }
     if (cfg.train.eval_interval > 0) check_file("data.valid_path", cfg.data.valid_path);
   }
+  for (const auto& [key, value] : {std::pair{"plan.matmul_efficiency", cfg.plan.matmul_efficiency},
+                                   {"plan.attention_efficiency", cfg.plan.attention_efficiency},
+                                   {"plan.memory_efficiency", cfg.plan.memory_efficiency},
+                                   {"plan.intra_node_efficiency", cfg.plan.intra_node_efficiency},
+                                   {"plan.inter_node_efficiency", cfg.plan.inter_node_efficiency}})
+    if (!(value > 0 && value <= 1)) invalid(key, show(value), "must be in (0, 1]", "use a fraction of peak such as 0.8");
+  for (const auto& [key, value] : {std::pair{"plan.elementwise_traffic", cfg.plan.elementwise_traffic},
+                                   {"plan.activation_overhead", cfg.plan.activation_overhead},
+                                   {"plan.cpu_process_mb", cfg.plan.cpu_process_mb},
+                                   {"plan.gpu_reserved_gb", cfg.plan.gpu_reserved_gb},
+                                   {"runtime.gpu_memory_gb", cfg.runtime.gpu_memory_gb}})
+    if (!(value >= 0)) invalid(key, show(value), "must be >= 0", "use 0 or a positive value");
   if (cfg.train.eval_interval < 0)
     invalid("train.eval_interval", show(cfg.train.eval_interval), "must be >= 0", "use 0 to disable");
   if (cfg.train.eval_interval > 0) positive("train.eval_iters", cfg.train.eval_iters);

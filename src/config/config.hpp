@@ -27,6 +27,7 @@ enum class DeviceKind { Auto, Cpu, Cuda };
 enum class BackendKind { Auto, Gloo, Nccl };
 enum class RopeScaling { None, Llama3 };
 enum class Recompute { None, Selective, Full };
+enum class PlanAssumptions { Trainer, Megatron };
 
 // The spelling of `value` in a config ("interleaved-1f1b"), and the value of a spelling
 // (throws ConfigError naming `key` and the choices).
@@ -137,6 +138,25 @@ struct RuntimeConfig {
   DType precision = DType::Fp32;  // of the matmuls; weights, gradients, optimizer stay fp32
   bool tf32 = false;               // CUDA: fp32 matmuls may use TF32
   double peak_tflops = 0.0;        // for MFU; 0 = unknown
+  double gpu_memory_gb = 0.0;      // what the memory pre-flight allows per GPU; 0 = the device's
+};
+
+// `trainer plan` and the memory pre-flight (src/plan/, docs/plan.md): what the predictions
+// assume. The efficiencies are fractions of the hardware's peak that a kind of work reaches.
+struct PlanConfig {
+  // trainer: this program's bytes (fp32 weights, gradients and activations, fused attention,
+  // DP reduction overlapped with backward). megatron: Megatron-LM's as in Narayanan et al. 2021
+  // (bf16 weights + fp32 master, 16-bit activations, unfused attention, DP reduction after backward).
+  PlanAssumptions assumptions = PlanAssumptions::Trainer;
+  double matmul_efficiency = 0.8;       // dense GEMMs of the layers and the head
+  double attention_efficiency = 0.5;    // the fused attention kernel (its causal half of the FLOPs)
+  double memory_efficiency = 0.8;       // of the memory bandwidth, for element-wise work and AdamW
+  double elementwise_traffic = 2.0;     // bytes element-wise ops move per byte of kept activations (forward)
+  double intra_node_efficiency = 0.8;   // of NVLink bandwidth (CPU: of the measured loopback)
+  double inter_node_efficiency = 0.8;   // of the per-GPU network bandwidth
+  double activation_overhead = 0.15;    // temporaries and allocator fragmentation on top of kept activations
+  double cpu_process_mb = 372;          // a trainer process's own resident memory (LibTorch, threads, Gloo)
+  double gpu_reserved_gb = 3.0;         // per GPU: CUDA context, cuBLAS workspace, NCCL buffers
 };
 
 struct Config {
@@ -148,6 +168,7 @@ struct Config {
   CheckpointConfig checkpoint;
   LoggingConfig logging;
   RuntimeConfig runtime;
+  PlanConfig plan;
   std::string source_file;  // where it was read from, for messages
 };
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #ifdef TRAINER_WITH_CUDA
+#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -57,6 +58,15 @@ DeviceMemory device_memory(const c10::Device& device) {
   (void)device;
 #endif
   return out;
+}
+
+double gpu_total_memory(int index) {
+#ifdef TRAINER_WITH_CUDA
+  return static_cast<double>(at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index))->totalGlobalMem);
+#else
+  (void)index;
+  return 0;
+#endif
 }
 
 }  // namespace trainer::runtime

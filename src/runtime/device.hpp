@@ -32,4 +32,7 @@ struct DeviceMemory {
 };
 DeviceMemory device_memory(const c10::Device& device);
 
+// Total memory of CUDA device `index`, in bytes (0 in a CPU-only build).
+double gpu_total_memory(int index);
+
 }  // namespace trainer::runtime

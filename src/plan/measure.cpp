@@ -1,0 +1,126 @@
+#include "plan/measure.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "distributed/comm.hpp"
+#include "distributed/grid.hpp"
+#include "distributed/launcher.hpp"
+#include "metrics/peak.hpp"
+
+namespace trainer::plan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Median seconds of `repeats` all-reduces of `bytes` (after one untimed).
+double time_all_reduce(distributed::Group& world, std::int64_t bytes, int repeats) {
+  at::Tensor t = at::ones({bytes / 4}, at::kFloat);
+  distributed::all_reduce(world, t);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    distributed::barrier(world);
+    const auto t0 = Clock::now();
+    distributed::all_reduce(world, t);
+    times.push_back(seconds_since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Copy bandwidth: read + write of a buffer far larger than the caches, in GB/s.
+double copy_gbs() {
+  at::Tensor a = at::ones({64 << 20}, at::kFloat), b = at::empty_like(a);  // 256 MB each
+  b.copy_(a);
+  const auto t0 = Clock::now();
+  int n = 0;
+  do {
+    b.copy_(a);
+    ++n;
+  } while (seconds_since(t0) < 0.5);
+  return 2.0 * a.nbytes() * n / seconds_since(t0) / 1e9;
+}
+
+}  // namespace
+
+CommFigures bench_comm(const distributed::JobEnv& job, const std::string& output) {
+  distributed::Comm comm(job, distributed::Grid(job.world_size, 1, 1), std::chrono::seconds(60));
+  // Small messages give the latency, large ones the bandwidth: t = a + bytes / b, least squares.
+  std::vector<std::pair<double, double>> points;
+  for (std::int64_t bytes = 4 << 10; bytes <= (32 << 20); bytes *= 4)
+    points.emplace_back(static_cast<double>(bytes), time_all_reduce(comm.world(), bytes, bytes < (1 << 20) ? 50 : 10));
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : points) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double n = static_cast<double>(points.size());
+  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  CommFigures f;
+  // Two ranks: the ring moves the whole buffer once each way in 2 latency steps.
+  f.gbs = 1 / slope / 1e9;
+  f.latency_us = std::max(points.front().second - points.front().first * slope, 0.0) / 2 * 1e6;
+  if (job.rank == 0) {
+    std::ostringstream json;
+    json << "{\"latency_us\": " << f.latency_us << ", \"gbs\": " << f.gbs << "}";
+    std::cout << json.str() << std::endl;
+    if (!output.empty()) std::ofstream(output) << json.str() << "\n";
+  }
+  return f;
+}
+
+CommFigures measure_comm() {
+  const std::string file = std::filesystem::temp_directory_path() / ("trainer-bench-comm-" + std::to_string(getpid()) + ".json");
+  distributed::LaunchOptions o;
+  o.nproc = 2;
+  o.args = {"bench-comm", "--output", file};
+  if (int rc = distributed::launch_local(o); rc != 0)
+    throw std::runtime_error("bench-comm failed with exit code " + std::to_string(rc));
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(file);
+  CommFigures f;
+  if (std::sscanf(text.c_str(), "{\"latency_us\": %lf, \"gbs\": %lf}", &f.latency_us, &f.gbs) != 2)
+    throw std::runtime_error("bench-comm wrote no figures");
+  return f;
+}
+
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+Hardware measure_cpu(DType precision) {
+  Hardware hw;
+  hw.name = "cpu";
+  hw.is_cpu = true;
+  hw.cores = static_cast<int>(std::thread::hardware_concurrency());
+  hw.memory_gb = available_memory_bytes() / 1e9;
+  const double peak = metrics::measure_peak(precision, 2048, 1.0).model_tflops;
+  hw.bf16_tflops = hw.fp32_tflops = hw.tf32_tflops = peak;  // the run's precision, measured
+  hw.memory_gbs = copy_gbs();
+  const CommFigures comm = measure_comm();
+  hw.intra_gbs = hw.inter_gbs = comm.gbs;
+  hw.intra_latency_us = hw.inter_latency_us = comm.latency_us;
+  hw.gpus_per_node = 0;  // every rank is local
+  return hw;
+}
+
+}  // namespace trainer::plan

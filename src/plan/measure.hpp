@@ -1,0 +1,35 @@
+// `--gpu cpu`: this machine as plan's hardware, measured rather than looked up: the matmul
+// peak (bench-peak's measurement), memory bandwidth (a large copy), available memory
+// (/proc/meminfo), and Gloo's loopback bandwidth and latency (`trainer bench-comm`, two local
+// processes timing all-reduces).
+#pragma once
+
+#include <string>
+
+#include "config/config.hpp"
+#include "distributed/job_env.hpp"
+#include "plan/hardware.hpp"
+
+namespace trainer::plan {
+
+// Gloo all-reduce between local processes: t(bytes) ≈ 2·latency + bytes / bandwidth (two ranks).
+struct CommFigures {
+  double latency_us = 0;
+  double gbs = 0;
+};
+
+// The worker side of `trainer bench-comm`: every rank of `job` times all-reduces from 4 KiB to
+// 32 MiB; rank 0 fits the line and writes {"latency_us":..,"gbs":..} to `output` (if not empty)
+// and prints it.
+CommFigures bench_comm(const distributed::JobEnv& job, const std::string& output);
+
+// Runs bench-comm on two local processes and reads its figures.
+CommFigures measure_comm();
+
+// MemAvailable from /proc/meminfo, in bytes.
+double available_memory_bytes();
+
+// This machine for `precision` (and `ranks` processes sharing it): measured as above.
+Hardware measure_cpu(DType precision);
+
+}  // namespace trainer::plan

@@ -1,0 +1,463 @@
+#include "plan/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/flops.hpp"
+#include "pipeline_parallel/schedule.hpp"
+
+namespace trainer::plan {
+
+Layout layout_of(const Config& cfg) {
+  const auto& p = cfg.parallel;
+  return {p.dp, p.pp, p.tp, virtual_stages_in_effect(p), p.micro_batch_size, p.schedule, p.recompute,
+          cfg.optim.zero_stage, p.sequence_parallel && p.tp > 1};
+}
+
+Config with_layout(Config cfg, const Layout& l) {
+  auto& p = cfg.parallel;
+  p.dp = l.dp;
+  p.pp = l.pp;
+  p.tp = l.tp;
+  p.virtual_stages = l.virtual_stages;
+  p.micro_batch_size = l.micro_batch_size;
+  p.schedule = l.schedule;
+  p.recompute = l.recompute;
+  p.sequence_parallel = l.sequence_parallel;
+  cfg.optim.zero_stage = l.zero_stage;
+  return cfg;
+}
+
+std::string describe(const Layout& l) {
+  std::string s = "dp" + std::to_string(l.dp) + " pp" + std::to_string(l.pp) + " tp" + std::to_string(l.tp) + " v" +
+                  std::to_string(l.virtual_stages) + " mb" + std::to_string(l.micro_batch_size) + " " +
+                  name_of(l.schedule) + " " + name_of(l.recompute);
+  if (l.zero_stage) s += " zero" + std::to_string(l.zero_stage);
+  if (l.sequence_parallel) s += " sp";
+  return s;
+}
+
+double Memory::total() const { return weights + gradients + optimizer + activations + logits + buffers + runtime; }
+
+std::pair<std::string, double> Memory::biggest() const {
+  const std::pair<std::string, double> terms[] = {{"weights", weights},         {"gradients", gradients},
+                                                  {"optimizer state", optimizer}, {"activations", activations},
+                                                  {"logits", logits},           {"buffers", buffers},
+                                                  {"runtime", runtime}};
+  return *std::max_element(std::begin(terms), std::end(terms),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
+}
+
+double Time::step() const { return compute + tp_comm + pp_comm + bubble + dp_exposed + optimizer; }
+
+namespace {
+
+// ------------------------------------------------------------------ the model's shape -------
+
+// Sizes of one layer as one TP rank holds and computes it (elements, per token where relevant).
+struct LayerShape {
+  double h, f, D, heads_local, kv_local, tp;
+  double matmul_params;  // weights of the layer's matmuls on this rank (what its FLOPs use)
+  double params;         // all its parameters on this rank
+};
+
+LayerShape layer_shape(const ModelConfig& m, int tp) {
+  LayerShape s;
+  s.h = m.hidden;
+  s.f = m.ffn;
+  s.tp = tp;
+  s.D = static_cast<double>(m.hidden) / m.heads;
+  s.heads_local = static_cast<double>(m.heads) / tp;
+  // With fewer KV heads than TP ranks each rank holds (and computes) one whole KV head.
+  s.kv_local = std::max(1.0, static_cast<double>(kv_heads_of(m)) / tp);
+  const double mlp_in = m.mlp == Mlp::SwiGlu ? 2 : 1;
+  const double q = s.heads_local * s.D, kv = 2 * s.kv_local * s.D;
+  s.matmul_params = q * s.h + kv * s.h + q * s.h + mlp_in * s.f / tp * s.h + s.f / tp * s.h;
+  const double norm = m.norm == Norm::LayerNorm && m.bias ? 2 * s.h : s.h;
+  s.params = s.matmul_params + 2 * norm;
+  if (m.bias) s.params += q + kv + s.h + mlp_in * s.f / tp + s.h;
+  return s;
+}
+
+// Layers of each global chunk (pp·v of them, chunk c·pp + s on stage s).
+std::vector<int> chunk_layers(const Config& cfg, const Layout& l) {
+  std::vector<int> out;
+  for (const auto& [begin, end] : pipeline_parallel::partition_layers(cfg.model.layers, l.pp * l.virtual_stages,
+                                                                      l.pp == cfg.parallel.pp ? cfg.parallel.stage_layers
+                                                                                              : std::vector<int>{}))
+    out.push_back(end - begin);
+  return out;
+}
+
+// What one pipeline stage holds and does.
+struct Stage {
+  int index = 0;
+  double layers = 0;  // over its chunks
+  bool first = false, last = false;
+  double params = 0;          // on one rank of the stage
+  double matmul_params = 0;   // of its layers and the head, for FLOPs
+  int in_flight = 0;          // most (microbatch, chunk) pairs whose activations it holds
+  int head_in_flight = 0;     // of those, the last chunk's (whose logits are kept)
+};
+
+std::vector<Stage> stages_of(const Config& cfg, const Layout& l, int microbatches) {
+  const ModelConfig& m = cfg.model;
+  const LayerShape shape = layer_shape(m, l.tp);
+  const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
+  const std::vector<int> layers = chunk_layers(cfg, l);
+  const double norm = m.norm == Norm::LayerNorm && m.bias ? 2.0 * m.hidden : m.hidden;
+  std::vector<Stage> stages(l.pp);
+  for (int s = 0; s < l.pp; ++s) {
+    Stage& st = stages[s];
+    st.index = s;
+    for (int c = 0; c < l.virtual_stages; ++c) st.layers += layers[pipeline_parallel::global_chunk(c, s, l.pp)];
+    st.first = s == 0;
+    st.last = s == l.pp - 1;
+    st.params = st.layers * shape.params;
+    st.matmul_params = st.layers * shape.matmul_params;
+    if (st.first) st.params += vocab_rows * m.hidden + (m.positions == Positions::Learned ? 1.0 * m.seq_len * m.hidden : 0);
+    // The head: its own weight, or the tied embedding (one tensor when it is on the same rank).
+    if (st.last) {
+      st.params += norm + (st.first && m.tied_embeddings ? 0 : vocab_rows * m.hidden);
+      st.matmul_params += vocab_rows * m.hidden;
+    }
+    const auto actions = pipeline_parallel::make_schedule(l.schedule, s, l.pp, microbatches, l.virtual_stages);
+    st.in_flight = pipeline_parallel::max_in_flight(actions);
+    int held = 0;
+    for (const auto& a : actions) {
+      if (a.chunk != l.virtual_stages - 1) continue;
+      if (a.op == pipeline_parallel::Op::Forward) st.head_in_flight = std::max(st.head_in_flight, ++held);
+      if (a.op == pipeline_parallel::Op::Backward) --held;
+    }
+  }
+  return stages;
+}
+
+// ------------------------------------------------------------------ activations ------------
+
+// Elements per token that one layer keeps for backward in trainer (src/model/gpt.cpp, counted
+// from the tensors autograd saves; fp32).
+double trainer_layer_elements(const ModelConfig& m, const LayerShape& s, bool sp, Recompute recompute, bool gpu) {
+  const double shard = sp ? s.tp : 1;                // the sequence-sharded regions under SP
+  const double q = s.heads_local * s.D, kv = 2 * s.kv_local * s.D;
+  const bool grouped = s.heads_local > s.kv_local;
+  double attention_core;
+  if (recompute == Recompute::Selective) {
+    attention_core = q + kv;  // the recomputed function's inputs only
+  } else {
+    const double keys_values = grouped ? 2 * q : kv + (m.positions == Positions::Rope ? kv / 2 : 0);
+    attention_core = q + keys_values + q + s.heads_local;  // q, k, v, the output and its logsumexp
+  }
+  const double norms = 2 * s.h / shard + (m.norm == Norm::RmsNorm ? 2 * s.h / shard : 0);  // inputs (+ x·rsqrt)
+  const double matmul_inputs = s.h + q + s.h;  // attention and MLP inputs (full sequence), projection input
+  const double mlp = m.mlp == Mlp::SwiGlu ? 4 * s.f / s.tp : (gpu ? 2 : 3) * s.f / s.tp;  // CPU GELU keeps tanh too
+  const double dropout_masks = m.dropout > 0 ? 2 * s.h / shard / 4 : 0;  // bool masks, in fp32 elements
+  return norms + matmul_inputs + attention_core + mlp + dropout_masks;
+}
+
+// bf16 matmuls (runtime.precision=bf16) keep a bf16 copy of each matmul input (bytes per token).
+double bf16_copy_bytes(const LayerShape& s) {
+  const double q = s.heads_local * s.D;
+  return 2 * (2 * s.h + q + 2 * s.h + s.f / s.tp + 4 * q);  // q/kv, proj, fc1/gate, fc2 inputs; attention q,k,v,out
+}
+
+// Megatron-LM's activation count (Korthikanti et al. 2022, Table 2; bytes per token of one
+// layer, 16-bit), as its theoretical_memory_usage.py applies it.
+double megatron_layer_bytes(const ModelConfig& m, const LayerShape& s, const Layout& l) {
+  const double h = s.h, t = l.tp, a = m.heads, S = m.seq_len;
+  const double attention_scores = l.recompute == Recompute::None ? 5 * a * S / h : 0;
+  if (l.sequence_parallel) return h / t * (34 + attention_scores);
+  return h * (10 + 24 / t + attention_scores / t);
+}
+
+// Megatron-LM's theoretical_memory_usage.py (megatron-core 0.19), arithmetic for a dense GPT:
+// weights and optimizer of the first stage's shard (its layers, the embedding, and the output
+// layer only when untied at pp = 1), at 18 bytes per parameter or 6 + 12/dp with the distributed
+// optimizer (ZeRO-1 here); activations of the first stage, per Korthikanti et al. with SP and
+// selective recomputation, else the formula without SP (+5%). Biases are not counted.
+Memory megatron_memory(const Config& cfg, const Layout& l, int microbatches) {
+  const ModelConfig& m = cfg.model;
+  const double h = m.hidden, a = m.heads, G = kv_heads_of(m), F = m.ffn, L = m.layers;
+  const double t = l.tp, p = l.pp, s = m.seq_len, b = l.micro_batch_size;
+  const double V = padded_vocab_size(m, l.tp);
+  const double norm = m.norm == Norm::RmsNorm ? 1 : 2;
+  const double gated = m.mlp == Mlp::SwiGlu ? 1.5 : 1;
+  const double sharded_layers = L * (2 * h * h * (1 + G / a) + 2 * h * F * gated);
+  const double replicated = L * 2 * h * norm + norm * h;
+  const double embedding = h * V;
+  double params = (sharded_layers / p + embedding) / t + replicated / p;
+  if (!m.tied_embeddings && l.pp == 1) params += embedding / t;
+  Memory mem;
+  mem.weights = 2 * params;
+  mem.gradients = 4 * params;
+  mem.optimizer = 12 * params / (l.zero_stage >= 1 ? l.dp : 1);
+  const double sbh = s * b * h;
+  double act;
+  const bool sp_selective = l.sequence_parallel && l.recompute == Recompute::Selective;
+  act = sbh * (sp_selective ? 18 + 4 * F / h : 10 + 24 / t) * L + 8 * s * b * p + sbh * p;
+  if (l.virtual_stages > 1) act *= 1 + (p - 1) / (p * l.virtual_stages);
+  else if (l.pp > 1) act *= std::min(1.0, microbatches / p);
+  if (sp_selective) {
+    if (l.pp == 1) act += 4 * sbh * (1 + V / h);
+    act /= t;
+  } else {
+    if (l.pp == 1) act += 2 * (s * b * V / t + sbh);
+    act *= 1.05;
+  }
+  mem.activations = act;
+  mem.runtime = cfg.plan.gpu_reserved_gb * 1e9;
+  return mem;
+}
+
+// Trainer's own bytes on one rank of stage `st`.
+Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const Hardware& hw) {
+  const ModelConfig& m = cfg.model;
+  const PlanConfig& pc = cfg.plan;
+  const LayerShape shape = layer_shape(m, l.tp);
+  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
+  const double shard = l.sequence_parallel ? l.tp : 1;
+  const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
+  const bool bf16 = cfg.runtime.precision == DType::Bf16;
+  Memory mem;
+  mem.stage = st.index;
+  // fp32 weights are the master copy; fp32 gradients (flat buckets); Adam moments (ZeRO-1: / dp).
+  mem.weights = 4 * st.params;
+  mem.gradients = 4 * st.params;
+  mem.optimizer = 8 * st.params / (l.zero_stage >= 1 ? l.dp : 1);
+  // Kept activations: each in-flight (microbatch, chunk) pair holds its chunk's layers; a fully
+  // recomputed layer keeps its input alone, plus one layer's worth while it is recomputed.
+  const double layers_per_chunk = st.layers / l.virtual_stages;
+  const double per_layer = 4 * trainer_layer_elements(m, shape, l.sequence_parallel, l.recompute, !hw.is_cpu) +
+                           (bf16 ? bf16_copy_bytes(shape) : 0);
+  double recomputed = 0;
+  if (l.recompute == Recompute::Full)
+    recomputed = cfg.parallel.recompute_layers > 0 ? std::min<double>(cfg.parallel.recompute_layers, layers_per_chunk)
+                                                   : layers_per_chunk;
+  const double kept = (layers_per_chunk - recomputed) * per_layer + recomputed * 4 * m.hidden / shard;
+  double activations = st.in_flight * kept * tokens;
+  if (recomputed > 0) activations += per_layer * tokens;
+  if (st.first) activations += 4 * m.hidden / shard * tokens * st.in_flight;  // embedding output
+  // bf16 matmuls keep a bf16 copy of each weight per microbatch in flight.
+  if (bf16) activations += st.in_flight / static_cast<double>(l.virtual_stages) * 2 * st.matmul_params;
+  // The head keeps the fp32 softmax per microbatch in flight and, while one runs, the logits,
+  // their gradient and one temporary of that size.
+  const double logits = st.last ? (st.head_in_flight + 3) * 4 * tokens * vocab_rows : 0;
+  mem.activations = activations * (1 + pc.activation_overhead);
+  mem.logits = logits * (1 + pc.activation_overhead);
+  // Two pipeline receive buffers per chunk; a bf16 copy of the gradients when they travel in bf16.
+  if (l.pp > 1) mem.buffers += 2 * l.virtual_stages * tokens * m.hidden / shard * 4;
+  if (cfg.optim.grad_reduce_dtype == DType::Bf16 && l.dp > 1) mem.buffers += 2 * st.params;
+  mem.runtime = hw.is_cpu ? pc.cpu_process_mb * 1e6 : pc.gpu_reserved_gb * 1e9;
+  return mem;
+}
+
+// ------------------------------------------------------------------ time --------------------
+
+// A collective over `n` ranks on one link, ring algorithm: each rank moves `factor`·(n−1)/n of
+// the buffer and takes `steps`·(n−1) latency steps (all-reduce: factor 2, steps 2).
+double ring_seconds(double bytes, int n, double gbs, double latency_us, double factor) {
+  if (n <= 1 || bytes <= 0) return 0;
+  return factor * (n - 1.0) / n * bytes / (gbs * 1e9) + factor * (n - 1) * latency_us * 1e-6;
+}
+
+struct Link {
+  double gbs, latency_us;
+};
+
+// The link a group of ranks spaced `stride` apart uses: inside a node while the span fits.
+Link link_for(const Hardware& hw, const PlanConfig& pc, int stride, int size, int ranks_per_node) {
+  if (hw.is_cpu || static_cast<long long>(stride) * size <= ranks_per_node)
+    return {hw.intra_gbs * pc.intra_node_efficiency, hw.intra_latency_us};
+  return {hw.inter_gbs * pc.inter_node_efficiency, hw.inter_latency_us};
+}
+
+// Seconds of one microbatch's forward on a stage: matmuls, attention, element-wise work.
+struct ForwardCost {
+  double layer = 0;      // one layer
+  double attention = 0;  // of which the attention core (what selective recomputation repeats)
+  double head = 0;       // embedding and head, on the first and last stage
+};
+
+ForwardCost forward_cost(const Config& cfg, const Layout& l, const Hardware& hw, double peak_tflops, double share) {
+  const ModelConfig& m = cfg.model;
+  const PlanConfig& pc = cfg.plan;
+  const bool megatron = pc.assumptions == PlanAssumptions::Megatron;
+  const LayerShape shape = layer_shape(m, l.tp);
+  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
+  const double matmul_rate = peak_tflops * 1e12 * pc.matmul_efficiency * share;
+  const double memory_rate = hw.memory_gbs * 1e9 * pc.memory_efficiency * share;
+  // Attention scores and the weighted sum: 4·s·h per token without the causal discount. A fused
+  // kernel skips the masked half; Megatron 2021 ran them as batched matmuls over the full square.
+  const double attention_flops = 4.0 * tokens * m.seq_len * shape.heads_local * shape.D;
+  ForwardCost c;
+  c.attention = megatron ? attention_flops / matmul_rate
+                         : 0.5 * attention_flops / (peak_tflops * 1e12 * pc.attention_efficiency * share);
+  Layout forward_only = l;  // element-wise traffic of a forward that keeps everything
+  forward_only.recompute = Recompute::None;
+  const double kept_bytes = megatron ? megatron_layer_bytes(m, shape, forward_only) * tokens
+                                     : 4 * trainer_layer_elements(m, shape, l.sequence_parallel, Recompute::None, !hw.is_cpu) * tokens;
+  const double elementwise = pc.elementwise_traffic * kept_bytes / memory_rate;
+  c.layer = 2 * tokens * shape.matmul_params / matmul_rate + c.attention + elementwise;
+  const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
+  c.head = 2 * tokens * vocab_rows * m.hidden / matmul_rate + pc.elementwise_traffic * 4 * tokens * vocab_rows / memory_rate;
+  return c;
+}
+
+// The matmul peak the run's precision uses (Megatron's runs: 16-bit).
+double peak_of(const Config& cfg, const Hardware& hw) {
+  return cfg.plan.assumptions == PlanAssumptions::Megatron ? hw.bf16_tflops : hw.peak_tflops(cfg.runtime);
+}
+
+Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std::vector<Stage>& stages, int microbatches,
+               int ranks_per_node) {
+  const ModelConfig& m = cfg.model;
+  const PlanConfig& pc = cfg.plan;
+  const bool megatron = pc.assumptions == PlanAssumptions::Megatron;
+  const double share = hw.is_cpu ? 1.0 / ranks_per_node : 1.0;  // CPU ranks split the cores and memory bandwidth
+  const ForwardCost f = forward_cost(cfg, l, hw, peak_of(cfg, hw), share);
+  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
+  const double act_bytes = megatron ? 2 : 4;  // what TP and PP move per element
+  const double shard = l.sequence_parallel ? l.tp : 1;
+  const Link tp_link = link_for(hw, pc, 1, l.tp, ranks_per_node);
+  const Link dp_link = link_for(hw, pc, l.tp, l.dp, ranks_per_node);
+  const Link pp_link = link_for(hw, pc, l.tp * l.dp, l.pp, ranks_per_node);
+  // TP: per layer two all-reduces (or all-gather + reduce-scatter) forward, two backward, two more
+  // when the forward is recomputed; the embedding and head add one each.
+  const double tp_one = ring_seconds(tokens * m.hidden * act_bytes, l.tp, tp_link.gbs, tp_link.latency_us, 2);
+  const double p2p = l.pp > 1 ? tokens * m.hidden / shard * act_bytes / (pp_link.gbs * 1e9) + pp_link.latency_us * 1e-6 : 0;
+  // The slowest stage sets the pace.
+  Time t;
+  double stage_time = 0, stage_tp = 0;
+  for (const Stage& st : stages) {
+    const double recomputed = l.recompute == Recompute::Full ? f.layer : (l.recompute == Recompute::Selective ? f.attention : 0);
+    double compute = st.layers * (3 * f.layer + recomputed);
+    if (st.last) compute += 3 * f.head;
+    const double tp = tp_one * (st.layers * (4 + (l.recompute == Recompute::Full ? 2 : 0)) + st.first + st.last);
+    if (compute + tp > stage_time + stage_tp) {
+      stage_time = compute;
+      stage_tp = tp;
+    }
+  }
+  t.compute = microbatches * stage_time;
+  t.tp_comm = microbatches * stage_tp;
+  // Fill and drain: (p − 1)/v microbatch-stage times (Narayanan et al. 2021).
+  t.bubble = (l.pp - 1.0) / l.virtual_stages * (stage_time + stage_tp);
+  // Each microbatch sends an activation and a gradient across each of its v chunk boundaries.
+  t.pp_comm = 2.0 * l.virtual_stages * microbatches * p2p;
+  // DP: the gradients of the most loaded rank; trainer starts buckets during the last
+  // microbatch's backward, Megatron 2021 after backward.
+  double max_params = 0;
+  for (const Stage& st : stages) max_params = std::max(max_params, st.params);
+  const double grad_bytes = megatron || cfg.optim.grad_reduce_dtype == DType::Bf16 ? 2 : 4;
+  const double dp_time = ring_seconds(max_params * grad_bytes, l.dp, dp_link.gbs, dp_link.latency_us, 2);
+  if (megatron) {
+    t.dp_exposed = dp_time;
+  } else {
+    const double buckets = std::max(1.0, std::ceil(max_params * 4 / (cfg.optim.bucket_mb * 1e6)));
+    t.dp_exposed = std::max(dp_time / buckets, dp_time - 2 * stage_time / l.virtual_stages);
+  }
+  // Optimizer: gradient norm (read g) and AdamW (read p, g, m, v; write p, m, v) over the
+  // rank's shard, fp32; ZeRO-1 adds the parameter all-gather.
+  const double shard_params = max_params / (l.zero_stage >= 1 ? l.dp : 1);
+  t.optimizer = 8 * 4 * shard_params / (hw.memory_gbs * 1e9 * pc.memory_efficiency * share);
+  if (l.zero_stage >= 1) t.optimizer += ring_seconds(max_params * 4, l.dp, dp_link.gbs, dp_link.latency_us, 1);
+  return t;
+}
+
+// FLOPs per token that recomputation adds: the attention core's forward (selective), or the
+// forward of the recomputed layers (full; recompute_layers of each chunk's layers).
+double recompute_flops_per_token(const Config& cfg, const Layout& l) {
+  const ModelConfig& m = cfg.model;
+  const double attention = 4.0 * m.layers * m.seq_len * m.hidden;
+  if (l.recompute == Recompute::Selective) return attention;
+  if (l.recompute != Recompute::Full) return 0;
+  const double per_chunk = static_cast<double>(m.layers) / (l.pp * l.virtual_stages);
+  const int k = cfg.parallel.recompute_layers;
+  const double fraction = k > 0 ? std::min(1.0, k / per_chunk) : 1.0;
+  const double head = 6.0 * m.hidden * m.vocab_size;  // never recomputed
+  return fraction * (model::flops_per_token(m) - head) / 3;
+}
+
+}  // namespace
+
+Prediction predict(const Config& cfg, const Layout& l, const Hardware& hw) {
+  const int microbatches = num_microbatches(with_layout(cfg, l));
+  const int world = l.dp * l.pp * l.tp;
+  // CPU: the ranks on this machine (all of them unless said); GPU: a node's worth.
+  const int ranks_per_node = hw.gpus_per_node > 0 ? std::min(world, hw.gpus_per_node) : world;
+  const std::vector<Stage> stages = stages_of(cfg, l, microbatches);
+  Prediction p;
+  p.layout = l;
+  if (cfg.plan.assumptions == PlanAssumptions::Megatron) {
+    p.memory = megatron_memory(cfg, l, microbatches);
+  } else {
+    for (const Stage& st : stages) {
+      Memory mem = stage_memory(cfg, l, st, hw);
+      if (mem.total() > p.memory.total()) p.memory = mem;
+    }
+  }
+  if (hw.is_cpu) p.available = hw.memory_gb * 1e9 / ranks_per_node;
+  else p.available = (cfg.runtime.gpu_memory_gb > 0 ? cfg.runtime.gpu_memory_gb : hw.memory_gb) * 1e9;
+  p.fits = p.memory.total() <= p.available;
+  p.time = step_time(cfg, l, hw, stages, microbatches, ranks_per_node);
+  const double step = p.time.step();
+  const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
+  p.tokens_per_s = tokens / step;
+  p.model_tflops = model::flops_per_token(cfg.model) * p.tokens_per_s / world / 1e12;
+  p.hardware_tflops = (model::flops_per_token(cfg.model) + recompute_flops_per_token(cfg, l)) * p.tokens_per_s / world / 1e12;
+  // On the CPU the peak is the machine's, which its ranks share.
+  p.mfu = p.model_tflops / (peak_of(cfg, hw) / (hw.is_cpu ? ranks_per_node : 1));
+  return p;
+}
+
+namespace {
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+bool accepted(Config cfg, const Layout& l, int gpus) {
+  cfg.data.source = DataSource::Synthetic;  // the data files are not the planner's business
+  cfg.checkpoint.init_from.clear();
+  try {
+    validate(with_layout(cfg, l), gpus);
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::vector<Prediction> search(const Config& cfg, int gpus, const Hardware& hw) {
+  std::vector<Prediction> out;
+  const int node = hw.gpus_per_node > 0 ? hw.gpus_per_node : gpus;
+  for (int tp : divisors(gpus)) {
+    if (tp > node || cfg.model.heads % tp != 0) continue;
+    for (int pp : divisors(gpus / tp)) {
+      if (pp > cfg.model.layers) continue;
+      const int dp = gpus / tp / pp;
+      if (cfg.train.global_batch_size % dp != 0) continue;
+      std::vector<int> chunk_counts = {1};
+      for (int v = 2; pp > 1 && pp * v <= cfg.model.layers; ++v)
+        if (cfg.model.layers % (pp * v) == 0) chunk_counts.push_back(v);
+      for (int mb : divisors(cfg.train.global_batch_size / dp)) {
+        if (mb > 64) break;
+        for (int v : chunk_counts)
+          for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+            for (int zero : {0, 1}) {
+              if (zero == 1 && dp == 1) continue;
+              Layout l{dp, pp, tp, v, mb, v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB, r, zero, tp > 1};
+              if (accepted(cfg, l, gpus)) out.push_back(predict(cfg, l, hw));
+            }
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) { return a.tokens_per_s > b.tokens_per_s; });
+  return out;
+}
+
+}  // namespace trainer::plan

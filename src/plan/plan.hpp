@@ -1,0 +1,78 @@
+// `trainer plan`: for a model, a global batch and N devices, which layouts fit in memory and how
+// fast each would train. Every figure is a formula of the config and the hardware (the formulas
+// and their sources are in docs/plan.md); nothing here runs a model or touches the network, so
+// `train` and `check-config` use the memory model as a pre-flight before any allocation.
+//
+// Placement follows the grid (src/distributed/grid.hpp): tp varies fastest, then dp, then pp, so
+// a TP group sits inside a node, DP groups leave it once tp·dp exceeds a node, and PP crosses
+// nodes last.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.hpp"
+#include "plan/hardware.hpp"
+
+namespace trainer::plan {
+
+// One point of the search: the parallel settings of a run.
+struct Layout {
+  int dp = 1, pp = 1, tp = 1;
+  int virtual_stages = 1;
+  int micro_batch_size = 1;
+  Schedule schedule = Schedule::OneFOneB;
+  Recompute recompute = Recompute::None;
+  int zero_stage = 0;
+  bool sequence_parallel = false;
+};
+Layout layout_of(const Config& cfg);
+Config with_layout(Config cfg, const Layout& layout);
+std::string describe(const Layout& layout);  // "dp2 pp4 tp2 v1 mb2 1f1b full zero1 sp"
+
+// Bytes on the most loaded rank, by term.
+struct Memory {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double activations = 0;  // kept for backward by the in-flight microbatches, with temporaries
+  double logits = 0;       // the head's logits, softmax and their gradients (last stage)
+  double buffers = 0;      // pipeline receive buffers, reduced-precision gradient copies
+  double runtime = 0;      // the process (CPU) or the CUDA context and NCCL (GPU)
+  int stage = 0;           // the pipeline stage of that rank
+  double total() const;
+  std::pair<std::string, double> biggest() const;  // the largest term's name and bytes
+};
+
+// Seconds of one optimizer step, by term (the slowest pipeline stage).
+struct Time {
+  double compute = 0;     // forward, backward and recomputation of every microbatch
+  double tp_comm = 0;     // tensor-parallel collectives (not overlapped)
+  double pp_comm = 0;     // pipeline sends and receives on the critical path
+  double bubble = 0;      // pipeline fill and drain
+  double dp_exposed = 0;  // the part of the gradient reduction backward does not hide
+  double optimizer = 0;   // gradient norm, AdamW, ZeRO-1's parameter gather
+  double step() const;
+};
+
+struct Prediction {
+  Layout layout;
+  Memory memory;
+  double available = 0;  // bytes the rank may use
+  bool fits = false;
+  Time time;
+  double tokens_per_s = 0;
+  double model_tflops = 0;     // per device, model FLOPs (model/flops.hpp) per second
+  double hardware_tflops = 0;  // per device, counting recomputation
+  double mfu = 0;              // model_tflops / peak
+};
+
+// The prediction for `layout` of cfg's model and global batch on `hw` (cfg.plan: assumptions
+// and efficiencies; cfg.runtime: precision and gpu_memory_gb).
+Prediction predict(const Config& cfg, const Layout& layout, const Hardware& hw);
+
+// Every layout of `gpus` devices that the trainer accepts for this model and batch (dp, pp,
+// tp, virtual stages, micro-batch size, recomputation, ZeRO stage; sequence parallelism with
+// tp > 1), predicted, fastest first.
+std::vector<Prediction> search(const Config& cfg, int gpus, const Hardware& hw);
+
+}  // namespace trainer::plan

@@ -1,0 +1,112 @@
+#include "plan/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainer::plan {
+namespace {
+
+double gb(double bytes) { return bytes / 1e9; }
+
+// The best `top` that fit and the best `top` that do not (both in search order).
+std::pair<std::vector<const Prediction*>, std::vector<const Prediction*>> best(const Report& r) {
+  std::vector<const Prediction*> fit, no_fit;
+  for (const auto& p : r.predictions) {
+    auto& list = p.fits ? fit : no_fit;
+    if (static_cast<int>(list.size()) < r.top) list.push_back(&p);
+  }
+  return {fit, no_fit};
+}
+
+std::string why_not(const Prediction& p) {
+  const auto [term, bytes] = p.memory.biggest();
+  return fmt::format("needs {:.1f} GB > {:.1f} GB; biggest term {} ({:.1f} GB)", gb(p.memory.total()), gb(p.available),
+                     term, gb(bytes));
+}
+
+std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
+
+std::string json_of(const Prediction& p) {
+  const Layout& l = p.layout;
+  const Memory& m = p.memory;
+  const Time& t = p.time;
+  return fmt::format(
+      "{{\"dp\": {}, \"pp\": {}, \"tp\": {}, \"virtual_stages\": {}, \"micro_batch_size\": {}, \"schedule\": \"{}\", "
+      "\"recompute\": \"{}\", \"zero_stage\": {}, \"sequence_parallel\": {}, "
+      "\"memory_gb\": {{\"weights\": {}, \"gradients\": {}, \"optimizer\": {}, \"activations\": {}, \"logits\": {}, "
+      "\"buffers\": {}, \"runtime\": {}, \"total\": {}, \"available\": {}, \"stage\": {}}}, \"fits\": {}, "
+      "\"time_s\": {{\"compute\": {}, \"tp_comm\": {}, \"pp_comm\": {}, \"bubble\": {}, \"dp_exposed\": {}, "
+      "\"optimizer\": {}, \"step\": {}}}, \"tokens_per_s\": {}, \"model_tflops\": {}, \"hardware_tflops\": {}, \"mfu\": {}}}",
+      l.dp, l.pp, l.tp, l.virtual_stages, l.micro_batch_size, name_of(l.schedule), name_of(l.recompute), l.zero_stage,
+      l.sequence_parallel ? "true" : "false", json_number(gb(m.weights)), json_number(gb(m.gradients)),
+      json_number(gb(m.optimizer)), json_number(gb(m.activations)), json_number(gb(m.logits)), json_number(gb(m.buffers)),
+      json_number(gb(m.runtime)), json_number(gb(m.total())), json_number(gb(p.available)), m.stage,
+      p.fits ? "true" : "false", json_number(t.compute), json_number(t.tp_comm), json_number(t.pp_comm),
+      json_number(t.bubble), json_number(t.dp_exposed), json_number(t.optimizer), json_number(t.step()),
+      json_number(p.tokens_per_s), json_number(p.model_tflops), json_number(p.hardware_tflops), json_number(p.mfu));
+}
+
+}  // namespace
+
+std::string as_table(const Report& r) {
+  const auto [fit, no_fit] = best(r);
+  std::string out = fmt::format("{} on {} x {}, global batch {}: {} layouts considered, {} fit\n", r.model, r.gpus,
+                                r.hardware->name, r.global_batch_size, r.predictions.size(),
+                                std::count_if(r.predictions.begin(), r.predictions.end(), [](const auto& p) { return p.fits; }));
+  out += fmt::format("{:<40} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}  {}\n", "layout", "mem GB", "step s",
+                     "compute", "comm", "bubble", "tok/s", "TFLOP/s", "MFU", "memory: weights+grads+optim / activ+logits");
+  for (const Prediction* p : fit) {
+    const Memory& m = p->memory;
+    const Time& t = p->time;
+    out += fmt::format("{:<40} {:>8.1f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>7.0f} {:>8.1f} {:>5.1f}%  {:.1f} / {:.1f}\n",
+                       describe(p->layout), gb(m.total()), t.step(), t.compute, t.tp_comm + t.pp_comm + t.dp_exposed,
+                       t.bubble, p->tokens_per_s, p->model_tflops, 100 * p->mfu, gb(m.weights + m.gradients + m.optimizer),
+                       gb(m.activations + m.logits));
+  }
+  if (fit.empty()) out += "no layout fits\n";
+  if (!no_fit.empty()) {
+    out += "faster layouts that do not fit:\n";
+    for (const Prediction* p : no_fit) {
+      if (!fit.empty() && p->tokens_per_s < fit.front()->tokens_per_s) break;
+      out += fmt::format("  {:<40} {}\n", describe(p->layout), why_not(*p));
+    }
+  }
+  return out;
+}
+
+std::string as_json(const Report& r) {
+  const auto [fit, no_fit] = best(r);
+  const Hardware& h = *r.hardware;
+  std::string out = fmt::format(
+      "{{\"model\": \"{}\", \"gpus\": {}, \"global_batch_size\": {}, \"hardware\": {{\"name\": \"{}\", \"memory_gb\": {}, "
+      "\"bf16_tflops\": {}, \"fp32_tflops\": {}, \"memory_gbs\": {}, \"intra_gbs\": {}, \"inter_gbs\": {}, "
+      "\"intra_latency_us\": {}, \"inter_latency_us\": {}}}, \"considered\": {}, \"layouts\": [",
+      r.model, r.gpus, r.global_batch_size, h.name, json_number(h.memory_gb), json_number(h.bf16_tflops),
+      json_number(h.fp32_tflops), json_number(h.memory_gbs), json_number(h.intra_gbs), json_number(h.inter_gbs),
+      json_number(h.intra_latency_us), json_number(h.inter_latency_us), r.predictions.size());
+  for (size_t i = 0; i < fit.size(); ++i) out += (i ? ", " : "") + json_of(*fit[i]);
+  out += "], \"not_fitting\": [";
+  for (size_t i = 0; i < no_fit.size(); ++i)
+    out += (i ? ", " : "") + json_of(*no_fit[i]).insert(1, "\"why\": \"" + why_not(*no_fit[i]) + "\", ");
+  return out + "]}\n";
+}
+
+std::string breakdown(const Prediction& p) {
+  const Memory& m = p.memory;
+  const Time& t = p.time;
+  return fmt::format(
+      "layout {}\n"
+      "memory per rank (most loaded: pipeline stage {}), GB:\n"
+      "  weights {:.3f}  gradients {:.3f}  optimizer {:.3f}  activations {:.3f}  logits {:.3f}  buffers {:.3f}  runtime {:.3f}\n"
+      "  total {:.3f} of {:.3f} available: {}\n"
+      "step time, s: compute {:.4f}  tp_comm {:.4f}  pp_comm {:.4f}  bubble {:.4f}  dp_exposed {:.4f}  optimizer {:.4f}  = {:.4f}\n"
+      "tokens/s {:.0f}  model TFLOP/s per device {:.3f}  hardware TFLOP/s {:.3f}  MFU {:.1f}%\n",
+      describe(p.layout), m.stage, gb(m.weights), gb(m.gradients), gb(m.optimizer), gb(m.activations), gb(m.logits),
+      gb(m.buffers), gb(m.runtime), gb(m.total()), gb(p.available), p.fits ? "fits" : "does NOT fit", t.compute,
+      t.tp_comm, t.pp_comm, t.bubble, t.dp_exposed, t.optimizer, t.step(), p.tokens_per_s, p.model_tflops,
+      p.hardware_tflops, 100 * p.mfu);
+}
+
+}  // namespace trainer::plan
