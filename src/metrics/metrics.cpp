@@ -67,14 +67,12 @@ std::string joined(const std::vector<double>& values, double scale, const char* 
 }  // namespace
 
 void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes,
-                         int microbatches, double activation_bytes) {
+                         int microbatches, double predicted_bytes) {
   std::int64_t local = 0;
   for (const auto& p : params) local += p.tensor.numel();
   const auto counts = from_every_rank(comm_, static_cast<double>(local));
   const auto optimizer = from_every_rank(comm_, static_cast<double>(optimizer_bytes));
-  // Weights and gradients in fp32, the AdamW moments, and the activations held at once.
-  estimate_mb_ = (8.0 * local + optimizer_bytes + activation_bytes) / 1e6;
-  const auto estimate = from_every_rank(comm_, estimate_mb_);
+  const auto predicted = from_every_rank(comm_, predicted_bytes / 1e6);
   if (comm_.rank() != 0) return;
   const auto& p = cfg_.parallel;
   const int v = virtual_stages_in_effect(p);
@@ -91,23 +89,24 @@ void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t o
   }
   spdlog::info("parameters {} (model), per rank: {}", model::count_parameters(cfg_.model), joined(counts, 1, "{:.0f}"));
   spdlog::info("optimizer state per rank (MB): {}", joined(optimizer, 1e-6, "{:.2f}"));
-  spdlog::info("estimated memory per rank (MB; weights + grads + optimizer + activations): {}",
-               joined(estimate, 1, "{:.1f}"));
+  spdlog::info("predicted peak memory per rank (MB, trainer plan's model, process included): {}",
+               joined(predicted, 1, "{:.0f}"));
   spdlog::info("global batch {} samples = {} microbatches x {} x dp {}, {} tokens/step",
                cfg_.train.global_batch_size, microbatches, p.micro_batch_size, p.dp,
                cfg_.train.global_batch_size * cfg_.model.seq_len);
 }
 
-void StepLogger::memory_after_first_step() {
+void StepLogger::peak_memory(const std::string& when) {
   const auto peak = from_every_rank(comm_, peak_rss_mb());
   if (comm_.rank() == 0)
-    spdlog::info("peak memory per rank after the first step (MB, RSS incl. ~360 MB of the CUDA LibTorch's libraries): {}", joined(peak, 1, "{:.0f}"));
+    spdlog::info("peak memory per rank {} (MB, RSS incl. ~370 MB of the process and LibTorch's libraries): {}", when,
+                 joined(peak, 1, "{:.0f}"));
   if (!comm_.device().is_cuda()) return;
   const auto gpu = runtime::device_memory(comm_.device());
   const auto allocated = from_every_rank(comm_, gpu.allocated_peak_mb);
   const auto reserved = from_every_rank(comm_, gpu.reserved_peak_mb);
   if (comm_.rank() == 0)
-    spdlog::info("peak GPU memory per rank after the first step (MB, max allocated / max reserved): {} / {}",
+    spdlog::info("peak GPU memory per rank {} (MB, max allocated / max reserved): {} / {}", when,
                  joined(allocated, 1, "{:.0f}"), joined(reserved, 1, "{:.0f}"));
 }
 

@@ -45,11 +45,12 @@ class StepLogger {
  public:
   // `prints` is true on the one rank that owns the loss and reports it.
   StepLogger(const Config& cfg, distributed::Comm& comm, bool prints);
-  // Rank 0 prints the layout, parameters and estimated memory of every rank.
+  // Rank 0 prints the layout, parameters and the planner's predicted memory of every rank
+  // (`predicted_bytes`: this rank's, src/plan/).
   void startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes, int microbatches,
-               double activation_bytes);
-  // Rank 0 prints every rank's measured peak memory after the first step.
-  void memory_after_first_step();
+               double predicted_bytes);
+  // Rank 0 prints every rank's measured peak memory so far; `when` says at which point.
+  void peak_memory(const std::string& when);
   void step(const StepRecord& r);
   // A validation result: mean loss over the evaluation batches, and its perplexity.
   void eval(int step, double loss);
@@ -61,7 +62,6 @@ class StepLogger {
   std::ofstream jsonl_;
   std::optional<TensorBoardWriter> tensorboard_;
   double elapsed_ = 0;
-  double estimate_mb_ = 0;
 };
 
 }  // namespace trainer::metrics

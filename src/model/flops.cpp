@@ -24,17 +24,4 @@ double flops_per_token(const ModelConfig& m) {
   return 6.0 * matmul_weights + 12.0 * L * S * h;
 }
 
-double activation_bytes_per_layer(const ModelConfig& m, int micro_batch, int tp, bool sequence_parallel) {
-  const double B = micro_batch, S = m.seq_len, H = m.hidden, F = m.ffn, heads = m.heads;
-  const double replicated = 6 * B * S * H / (sequence_parallel ? tp : 1);  // norms, residuals
-  const double mlp_factor = m.mlp == Mlp::SwiGlu ? 4 : 2;
-  const double kv = 2.0 * kv_heads_of(m) * (H / heads);  // key and value width
-  const double sharded = ((2 * H + kv) * B * S + mlp_factor * B * S * F + 2 * B * heads * S * S) / tp;
-  return 4.0 * (replicated + sharded);
-}
-
-double head_activation_bytes(const ModelConfig& m, int micro_batch, int tp) {
-  return 4.0 * 2 * micro_batch * m.seq_len * static_cast<double>(m.vocab_size) / tp;
-}
-
 }  // namespace trainer::model

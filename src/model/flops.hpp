@@ -18,12 +18,4 @@ std::int64_t count_parameters(const ModelConfig& m);
 // output head h * vocab.
 double flops_per_token(const ModelConfig& m);
 
-// Estimated bytes of activations one Transformer layer keeps for backward, per microbatch of
-// `micro_batch` samples, in fp32 as trainer computes them: norm inputs and outputs, q/k/v,
-// attention scores and probabilities, attention output, MLP hidden (before and after the
-// activation), residuals. TP divides the head and MLP parts; sequence parallelism the rest.
-double activation_bytes_per_layer(const ModelConfig& m, int micro_batch, int tp, bool sequence_parallel);
-// The head's logits and softmax on the last stage (per microbatch).
-double head_activation_bytes(const ModelConfig& m, int micro_batch, int tp);
-
 }  // namespace trainer::model

@@ -152,7 +152,12 @@ double trainer_layer_elements(const ModelConfig& m, const LayerShape& s, bool sp
   const double matmul_inputs = s.h + q + s.h;  // attention and MLP inputs (full sequence), projection input
   const double mlp = m.mlp == Mlp::SwiGlu ? 4 * s.f / s.tp : (gpu ? 2 : 3) * s.f / s.tp;  // CPU GELU keeps tanh too
   const double dropout_masks = m.dropout > 0 ? 2 * s.h / shard / 4 : 0;  // bool masks, in fp32 elements
-  return norms + matmul_inputs + attention_core + mlp + dropout_masks;
+  // Measured, not yet explained by the saved tensors: with tp > 1 each forward TP collective
+  // (2 all-reduces, or 2 all-gathers + 2 reduce-scatters with SP) leaves ~2.75 full-size [tokens, h]
+  // tensors alive until backward (small model at tp 2: +5.6 h per token per layer without SP,
+  // +10 with SP; docs/plan.md).
+  const double tp_retained = s.tp > 1 ? 2.75 * (sp ? 4 : 2) * s.h : 0;
+  return norms + matmul_inputs + attention_core + mlp + dropout_masks + tp_retained;
 }
 
 // bf16 matmuls (runtime.precision=bf16) keep a bf16 copy of each matmul input (bytes per token).
@@ -244,6 +249,13 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   const double logits = st.last ? (st.head_in_flight + 3) * 4 * tokens * vocab_rows : 0;
   mem.activations = activations * (1 + pc.activation_overhead);
   mem.logits = logits * (1 + pc.activation_overhead);
+  // AdamW's step works in temporaries about twice its shard's size; they reuse the activations'
+  // memory, so they matter only when the activations are smaller.
+  const double optimizer_temporaries = 2 * 4 * st.params / (l.zero_stage >= 1 ? l.dp : 1);
+  if (optimizer_temporaries > mem.activations + mem.logits) {
+    mem.activations = optimizer_temporaries;
+    mem.logits = 0;
+  }
   // Two pipeline receive buffers per chunk; a bf16 copy of the gradients when they travel in bf16.
   if (l.pp > 1) mem.buffers += 2 * l.virtual_stages * tokens * m.hidden / shard * 4;
   if (cfg.optim.grad_reduce_dtype == DType::Bf16 && l.dp > 1) mem.buffers += 2 * st.params;
@@ -324,7 +336,9 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   // TP: per layer two all-reduces (or all-gather + reduce-scatter) forward, two backward, two more
   // when the forward is recomputed; the embedding and head add one each.
   const double tp_one = ring_seconds(tokens * m.hidden * act_bytes, l.tp, tp_link.gbs, tp_link.latency_us, 2);
-  const double p2p = l.pp > 1 ? tokens * m.hidden / shard * act_bytes / (pp_link.gbs * 1e9) + pp_link.latency_us * 1e-6 : 0;
+  // Pipeline messages: sharded under SP, and split over the TP ranks by Megatron's scatter/gather.
+  const double p2p_shard = megatron ? l.tp : shard;
+  const double p2p = l.pp > 1 ? tokens * m.hidden / p2p_shard * act_bytes / (pp_link.gbs * 1e9) + pp_link.latency_us * 1e-6 : 0;
   // The slowest stage sets the pace.
   Time t;
   double stage_time = 0, stage_tp = 0;
@@ -393,6 +407,7 @@ Prediction predict(const Config& cfg, const Layout& l, const Hardware& hw) {
   } else {
     for (const Stage& st : stages) {
       Memory mem = stage_memory(cfg, l, st, hw);
+      p.stage_totals.push_back(mem.total());
       if (mem.total() > p.memory.total()) p.memory = mem;
     }
   }

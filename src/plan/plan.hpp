@@ -57,6 +57,7 @@ struct Time {
 struct Prediction {
   Layout layout;
   Memory memory;
+  std::vector<double> stage_totals;  // total bytes of a rank of each pipeline stage (trainer assumptions)
   double available = 0;  // bytes the rank may use
   bool fits = false;
   Time time;

@@ -26,6 +26,7 @@
 #include "optim/adamw.hpp"
 #include "pipeline_parallel/runner.hpp"
 #include "pipeline_parallel/schedule.hpp"
+#include "plan/preflight.hpp"
 #include "runtime/device.hpp"
 
 namespace trainer {
@@ -69,20 +70,6 @@ double evaluate(const Config& cfg, distributed::Comm& comm, pipeline_parallel::R
   at::Tensor loss = at::full({1}, total / cfg.train.eval_iters, at::kDouble);
   if (runner.holds_loss()) distributed::all_reduce(comm.dp(), loss);
   return loss.item<double>();
-}
-
-// Activations this rank holds at its peak: its layers for every microbatch in flight.
-double activation_bytes(const Config& cfg, model::GPT& model, int stage) {
-  const auto& p = cfg.parallel;
-  const int m = num_microbatches(cfg);
-  const int in_flight = p.schedule == Schedule::GPipe ? m : std::min(m, p.pp - stage) * static_cast<int>(model.chunks().size());
-  const bool sp = p.sequence_parallel && p.tp > 1;
-  double per_mb = 0;
-  for (auto& c : model.chunks()) {
-    per_mb += c.num_layers() * model::activation_bytes_per_layer(cfg.model, p.micro_batch_size, p.tp, sp);
-    if (c.last()) per_mb += model::head_activation_bytes(cfg.model, p.micro_batch_size, p.tp);
-  }
-  return per_mb * in_flight;
 }
 
 // Splits a step's wall time into compute, optimizer, exposed communication and bubble, from
@@ -219,7 +206,8 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   const double tokens_per_step = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
   const double loss_scale = 1.0 / tokens_per_step;
   metrics::StepLogger logger(cfg, comm, runner.holds_loss() && me.dp == 0 && me.tp == 0);
-  logger.startup(model.params(), optimizer.state_bytes(), microbatches, activation_bytes(cfg, model, me.pp));
+  const plan::Prediction predicted = plan::predict(cfg, plan::layout_of(cfg), plan::local_memory(cfg, job.local_world_size));
+  logger.startup(model.params(), optimizer.state_bytes(), microbatches, predicted.stage_totals[me.pp]);
   if (p.pp > 1 && microbatches < p.pp && comm.rank() == 0)
     spdlog::warn("{} microbatches for {} pipeline stages: the bubble ({:.0f}%) dominates; raise "
                  "train.global_batch_size or lower parallel.micro_batch_size",
@@ -277,7 +265,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
     record.max_in_flight = stats.max_in_flight;
     record.buckets_overlapped = dp.launched_in_backward();
     record.buckets = static_cast<int>(dp.buckets().size());
-    if (step == first_step) logger.memory_after_first_step();
+    if (step == first_step) logger.peak_memory("after the first step");
     logger.step(record);
     if (losses.is_open()) losses << std::setprecision(17) << record.loss << ' ' << norm << '\n';
     state.step = step + 1;
@@ -298,6 +286,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
     if (cfg.checkpoint.interval > 0 && state.step % cfg.checkpoint.interval == 0 && state.step < cfg.train.steps)
       save(checkpointed, state, "interval");
   }
+  logger.peak_memory("at the end");
   save(checkpointed, state, "end of training");
   if (!opts.dump_dir.empty())
     checkpoint::write_pieces(opts.dump_dir + "/rank" + std::to_string(comm.rank()),
