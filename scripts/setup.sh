@@ -14,6 +14,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 # PyPI's Linux x86-64 wheel of it is built for CUDA 13.0 and brings NCCL 2.28 and cuBLAS 13.
 TORCH_PIN=torch==2.11.0
 TEST_PINS=(tensorboard==2.20.0 safetensors==0.7.0 numpy==2.3.5 transformers==4.57.6 tokenizers==0.22.2)
+MEGATRON_WHEEL=megatron_core-0.19.2
 
 # Debian packages, where a command or library is missing (the GPU machines have no registry but
 # already have everything this needs).
@@ -41,6 +42,12 @@ if [ -z "${PYTHON:-}" ]; then
   if [ "${WITH_TEST_DEPS:-0}" = 1 ]; then pins+=("${TEST_PINS[@]}"); fi
   # pip answers quickly when everything is already installed at these versions.
   "$PYTHON" -m pip install -q --disable-pip-version-check "${pins[@]}"
+  # Megatron-LM's theoretical memory report, which the planner's tests run as the reference; the
+  # wheel is only read (its file needs no torch), so it is fetched for any Python.
+  if [ "${WITH_TEST_DEPS:-0}" = 1 ] && ! ls .venv/wheels/"$MEGATRON_WHEEL"-*.whl >/dev/null 2>&1; then
+    "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --python-version 3.12 \
+      --only-binary=:all: -d .venv/wheels "${MEGATRON_WHEEL/-/==}"
+  fi
 fi
 PYTHON=$(command -v "$PYTHON")
 TORCH_PREFIX=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null) \

@@ -152,11 +152,11 @@ double trainer_layer_elements(const ModelConfig& m, const LayerShape& s, bool sp
   const double matmul_inputs = s.h + q + s.h;  // attention and MLP inputs (full sequence), projection input
   const double mlp = m.mlp == Mlp::SwiGlu ? 4 * s.f / s.tp : (gpu ? 2 : 3) * s.f / s.tp;  // CPU GELU keeps tanh too
   const double dropout_masks = m.dropout > 0 ? 2 * s.h / shard / 4 : 0;  // bool masks, in fp32 elements
-  // Measured, not yet explained by the saved tensors: with tp > 1 each forward TP collective
-  // (2 all-reduces, or 2 all-gathers + 2 reduce-scatters with SP) leaves ~2.75 full-size [tokens, h]
-  // tensors alive until backward (small model at tp 2: +5.6 h per token per layer without SP,
-  // +10 with SP; docs/plan.md).
-  const double tp_retained = s.tp > 1 ? 2.75 * (sp ? 4 : 2) * s.h : 0;
+  // Measured on the CPU (Gloo), not yet explained by the saved tensors: with tp > 1 each forward
+  // TP collective (2 all-reduces, or 2 all-gathers + 2 reduce-scatters with SP) leaves ~2.75
+  // full-size [tokens, h] tensors alive until backward (small model at tp 2: +5.6 h per token per
+  // layer without SP, +10 with SP; docs/plan.md). Not assumed on GPUs, where it is unmeasured.
+  const double tp_retained = !gpu && s.tp > 1 ? 2.75 * (sp ? 4 : 2) * s.h : 0;
   return norms + matmul_inputs + attention_core + mlp + dropout_masks + tp_retained;
 }
 

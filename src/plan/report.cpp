@@ -26,7 +26,7 @@ std::string why_not(const Prediction& p) {
                      term, gb(bytes));
 }
 
-std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
+std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : "null"; }
 
 std::string json_of(const Prediction& p) {
   const Layout& l = p.layout;

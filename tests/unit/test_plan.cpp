@@ -1,0 +1,197 @@
+// The planner (src/plan/): Megatron-LM's published throughput (Narayanan et al. 2021, Table 1)
+// and its own theoretical memory report (run from PyPI's megatron-core), the search, and how
+// each memory term answers to the parallel settings. Measured-vs-predicted memory on this
+// machine is in tests/integration/test_plan.cpp.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <sstream>
+
+#include "config/config.hpp"
+#include "helpers.hpp"
+#include "plan/plan.hpp"
+
+using namespace trainer;
+
+namespace {
+
+// A GPT of Megatron's SC21 runs: learned positions, LayerNorm, GELU, ffn = 4h, tied, biases,
+// vocabulary 51,200 (padded by 128·tp), sequence 2048, full recomputation, 16-bit.
+Config megatron_gpt(int heads, int hidden, int layers, int tp, int pp, int gpus, int batch, int micro_batch, int v) {
+  Config c;
+  c.model.heads = heads, c.model.hidden = hidden, c.model.layers = layers, c.model.ffn = 4 * hidden;
+  c.model.vocab_size = 51200, c.model.seq_len = 2048, c.model.vocab_divisible_by = 128;
+  c.parallel.tp = tp, c.parallel.pp = pp, c.parallel.dp = gpus / tp / pp;
+  c.parallel.micro_batch_size = micro_batch, c.parallel.virtual_stages = v;
+  c.parallel.schedule = v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB;
+  c.parallel.recompute = Recompute::Full;
+  c.train.global_batch_size = batch;
+  c.plan.assumptions = PlanAssumptions::Megatron;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("plan: Megatron-LM's Table 1 throughput within 15% (SC21, A100-80GB)", "[plan]") {
+  // Micro-batch and interleaving from the paper's launch scripts (Megatron-LM
+  // examples/academic_paper_scripts/sc21/run_table_1.sh); the efficiencies are plan's defaults.
+  struct Row {
+    int heads, hidden, layers, tp, pp, gpus, batch, micro_batch, v;
+    double reported_tflops;
+  };
+  const Row rows[] = {{24, 2304, 24, 1, 1, 32, 512, 16, 1, 137},      {32, 4096, 36, 4, 1, 128, 512, 16, 1, 142},
+                      {64, 8192, 48, 8, 2, 512, 1536, 4, 1, 138},     {96, 12288, 80, 8, 8, 1536, 2304, 2, 2, 148},
+                      {128, 20480, 105, 8, 35, 2520, 2520, 1, 3, 163}};
+  for (const Row& r : rows) {
+    const Config c = megatron_gpt(r.heads, r.hidden, r.layers, r.tp, r.pp, r.gpus, r.batch, r.micro_batch, r.v);
+    validate(c, r.gpus);
+    const plan::Prediction p = plan::predict(c, plan::layout_of(c), plan::find_gpu("a100-80gb"));
+    INFO(r.hidden << " hidden: predicted " << p.hardware_tflops << " TFLOP/s, reported " << r.reported_tflops);
+    CHECK(std::abs(p.hardware_tflops / r.reported_tflops - 1) < 0.15);
+    // What the paper counts (its Eq. 3, with recomputation's extra forward) is hardware FLOPs.
+    const double h = r.hidden, s = 2048, l = r.layers, V = 51200;
+    const double eq3_per_token = 96 * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    CHECK(p.hardware_tflops * 1e12 * r.gpus / p.tokens_per_s == Approx(eq3_per_token).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("plan: megatron assumptions reproduce Megatron-LM's theoretical memory report", "[plan]") {
+  // The reference is Megatron's own megatron/training/theoretical_memory_usage.py, from the
+  // megatron-core 0.19.2 wheel that scripts/setup.sh fetches for the tests.
+  std::string wheel;
+  for (const auto& e : std::filesystem::directory_iterator(testing::source_dir() + "/.venv/wheels"))
+    if (e.path().filename().string().rfind("megatron_core-", 0) == 0) wheel = e.path();
+  REQUIRE(!wheel.empty());
+  std::vector<Config> cases;
+  cases.push_back(megatron_gpt(24, 2304, 24, 1, 1, 32, 512, 16, 1));         // without SP: +5%, output layer
+  cases.push_back(megatron_gpt(96, 12288, 80, 8, 8, 1536, 2304, 2, 2));      // interleaved
+  cases.push_back(megatron_gpt(64, 8192, 48, 8, 2, 512, 1536, 4, 1));        // pp 2: min(1, m/p)
+  Config llama = megatron_gpt(32, 4096, 32, 4, 2, 32, 256, 1, 1);           // Llama-3-8B-like, SP + selective
+  llama.model.kv_heads = 8, llama.model.ffn = 14336, llama.model.vocab_size = 128256, llama.model.mlp = Mlp::SwiGlu;
+  llama.model.norm = Norm::RmsNorm, llama.model.tied_embeddings = false, llama.model.seq_len = 8192;
+  llama.parallel.sequence_parallel = true, llama.parallel.recompute = Recompute::Selective, llama.optim.zero_stage = 1;
+  cases.push_back(llama);
+  Config single = llama;  // pp 1, untied: the output layer in both terms
+  single.parallel.pp = 1, single.parallel.dp = 8;
+  cases.push_back(single);
+  std::ostringstream json;
+  json << "[";
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Config& c = cases[i];
+    const auto& p = c.parallel;
+    json << (i ? ", " : "") << "{\"num_layers\": " << c.model.layers << ", \"hidden_size\": " << c.model.hidden
+         << ", \"ffn_hidden_size\": " << c.model.ffn << ", \"num_attention_heads\": " << c.model.heads
+         << ", \"group_query_attention\": " << (kv_heads_of(c.model) < c.model.heads ? "true" : "false")
+         << ", \"num_query_groups\": " << kv_heads_of(c.model)
+         << ", \"swiglu\": " << (c.model.mlp == Mlp::SwiGlu ? "true" : "false")
+         << ", \"normalization\": \"" << (c.model.norm == Norm::RmsNorm ? "RMSNorm" : "LayerNorm") << "\""
+         << ", \"untie_embeddings_and_output_weights\": " << (c.model.tied_embeddings ? "false" : "true")
+         << ", \"padded_vocab_size\": " << padded_vocab_size(c.model, p.tp) << ", \"seq_length\": " << c.model.seq_len
+         << ", \"micro_batch_size\": " << p.micro_batch_size << ", \"tensor_model_parallel_size\": " << p.tp
+         << ", \"pipeline_model_parallel_size\": " << p.pp << ", \"world_size\": " << world_size_of(p)
+         << ", \"data_parallel_size\": " << p.dp
+         << ", \"use_distributed_optimizer\": " << (c.optim.zero_stage ? "true" : "false")
+         << ", \"virtual_pipeline_model_parallel_size\": "
+         << (p.virtual_stages > 1 ? std::to_string(p.virtual_stages) : "null")
+         << ", \"sequence_parallel\": " << (p.sequence_parallel ? "true" : "false")
+         << ", \"recompute_granularity\": \"" << name_of(p.recompute) << "\""
+         << ", \"num_microbatches\": " << num_microbatches(c) << "}";
+  }
+  json << "]";
+  testing::TempDir dir;
+  testing::write_file(dir.file("cases.json"), json.str());
+  const auto r = testing::run(testing::python() + " " + testing::source_dir() + "/tests/python/megatron_memory.py " +
+                              wheel + " < " + dir.file("cases.json"), 120);
+  REQUIRE(r.code == 0);
+  std::vector<double> reference;
+  std::istringstream in(r.output);
+  for (std::string token; std::getline(in, token, ':');) {
+    std::istringstream number(token);
+    double x;
+    if (number >> x) reference.push_back(x);
+  }
+  REQUIRE(reference.size() == 2 * cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const plan::Prediction p = plan::predict(cases[i], plan::layout_of(cases[i]), plan::find_gpu("a100-80gb"));
+    INFO("case " << i << ": " << r.output);
+    CHECK(p.memory.weights + p.memory.gradients + p.memory.optimizer == Approx(reference[2 * i]).epsilon(1e-9));
+    CHECK(p.memory.activations == Approx(reference[2 * i + 1]).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("plan: the search gives only layouts the trainer accepts, fastest first", "[plan]") {
+  Config c;  // configs/tiny.yaml's model
+  c.train.global_batch_size = 16;
+  const auto all = plan::search(c, 8, plan::find_gpu("h100-80gb"));
+  REQUIRE(all.size() > 20);
+  bool interleaved = false, zero = false, full = false;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const plan::Layout& l = all[i].layout;
+    CHECK(l.dp * l.pp * l.tp == 8);
+    CHECK_NOTHROW(validate(plan::with_layout(c, l), 8));
+    CHECK(l.sequence_parallel == (l.tp > 1));
+    if (i > 0) CHECK(all[i - 1].tokens_per_s >= all[i].tokens_per_s);
+    interleaved |= l.virtual_stages > 1, zero |= l.zero_stage == 1, full |= l.recompute == Recompute::Full;
+  }
+  CHECK((interleaved && zero && full));
+  CHECK_THROWS_AS(plan::find_gpu("v100"), ConfigError);
+}
+
+TEST_CASE("plan: each memory term answers to its setting", "[plan]") {
+  Config c;  // a mid-size GPT on 8 H100s
+  c.model.layers = 8, c.model.hidden = 1024, c.model.heads = 16, c.model.ffn = 4096, c.model.vocab_size = 32000;
+  c.model.seq_len = 1024;
+  c.parallel.dp = 2, c.parallel.pp = 2, c.parallel.tp = 2, c.parallel.micro_batch_size = 2;
+  c.train.global_batch_size = 32;
+  const plan::Hardware& h100 = plan::find_gpu("h100-80gb");
+  auto at = [&](const std::function<void(Config&)>& change) {
+    Config x = c;
+    change(x);
+    validate(x, 8);
+    return plan::predict(x, plan::layout_of(x), h100);
+  };
+  const auto base = at([](Config&) {});
+  // ZeRO-1 divides the Adam moments by dp and nothing else.
+  const auto zero = at([](Config& x) { x.optim.zero_stage = 1; });
+  CHECK(zero.memory.optimizer == Approx(base.memory.optimizer / 2));
+  CHECK(zero.memory.weights == Approx(base.memory.weights));
+  // fp32 weights, fp32 gradients, two fp32 moments: 4 + 4 + 8 bytes per parameter.
+  CHECK(base.memory.optimizer == Approx(2 * base.memory.weights));
+  // Recomputation: full keeps less than selective, which keeps less than none; it costs time.
+  const auto selective = at([](Config& x) { x.parallel.recompute = Recompute::Selective; });
+  const auto full = at([](Config& x) { x.parallel.recompute = Recompute::Full; });
+  CHECK(full.memory.activations < selective.memory.activations);
+  CHECK(selective.memory.activations < base.memory.activations);
+  CHECK(full.time.compute > selective.time.compute);
+  CHECK(full.hardware_tflops > full.model_tflops);
+  // GPipe keeps every microbatch; 1F1B at most pp of them on the first stage.
+  const auto gpipe = at([](Config& x) { x.parallel.schedule = Schedule::GPipe; });
+  CHECK(gpipe.memory.activations > 3 * base.memory.activations);
+  // Sequence parallelism shards the norm and residual regions.
+  const auto sp = at([](Config& x) { x.parallel.sequence_parallel = true; });
+  CHECK(sp.memory.activations < base.memory.activations);
+  // The bubble: (p − 1)/m of the pipeline's work, less with interleaving.
+  const auto interleaved = at([](Config& x) {
+    x.parallel.schedule = Schedule::Interleaved1F1B;
+    x.parallel.virtual_stages = 2;
+  });
+  CHECK(base.time.bubble / (base.time.compute + base.time.tp_comm) == Approx(1.0 / 8).epsilon(0.01));
+  CHECK(interleaved.time.bubble == Approx(base.time.bubble / 2).epsilon(0.01));
+  // Doubling tp halves the layers' weights (norms stay whole).
+  const auto tp4 = at([](Config& x) { x.parallel.tp = 4, x.parallel.dp = 1; });
+  CHECK(tp4.memory.weights < 0.55 * base.memory.weights);
+  CHECK(tp4.memory.weights > 0.45 * base.memory.weights);
+}
+
+TEST_CASE("plan: Llama 3 70B on 512 H100s and 8B on 8", "[plan]") {
+  for (const auto& [file, gpus] : {std::pair{"llama3-70b.yaml", 512}, std::pair{"llama3-8b.yaml", 8}}) {
+    const Config c = load_config(testing::source_dir() + "/configs/" + file);
+    const auto all = plan::search(c, gpus, plan::find_gpu("h100-80gb"));
+    const auto best = std::find_if(all.begin(), all.end(), [](const plan::Prediction& p) { return p.fits; });
+    REQUIRE(best != all.end());
+    INFO(file << ": best " << plan::describe(best->layout) << " MFU " << best->mfu);
+    CHECK(best->memory.total() <= 80e9);
+    CHECK(best->mfu > 0.2);
+    CHECK(best->mfu < 0.6);
+  }
+}
