@@ -75,8 +75,8 @@ CommFigures bench_comm(const distributed::JobEnv& job, const std::string& output
   if (job.rank == 0) {
     std::ostringstream json;
     json << "{\"latency_us\": " << f.latency_us << ", \"gbs\": " << f.gbs << "}";
-    std::cout << json.str() << std::endl;
-    if (!output.empty()) std::ofstream(output) << json.str() << "\n";
+    if (output.empty()) std::cout << json.str() << std::endl;
+    else std::ofstream(output) << json.str() << "\n";
   }
   return f;
 }

@@ -19,8 +19,8 @@ struct CommFigures {
 };
 
 // The worker side of `trainer bench-comm`: every rank of `job` times all-reduces from 4 KiB to
-// 32 MiB; rank 0 fits the line and writes {"latency_us":..,"gbs":..} to `output` (if not empty)
-// and prints it.
+// 32 MiB; rank 0 fits the line and writes {"latency_us":..,"gbs":..} to `output`, or prints it
+// when `output` is empty.
 CommFigures bench_comm(const distributed::JobEnv& job, const std::string& output);
 
 // Runs bench-comm on two local processes and reads its figures.

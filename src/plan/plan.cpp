@@ -325,7 +325,17 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   const ModelConfig& m = cfg.model;
   const PlanConfig& pc = cfg.plan;
   const bool megatron = pc.assumptions == PlanAssumptions::Megatron;
-  const double share = hw.is_cpu ? 1.0 / ranks_per_node : 1.0;  // CPU ranks split the cores and memory bandwidth
+  // CPU: each rank runs max(1, cores / ranks) threads (runtime.threads' default). With more
+  // ranks than cores they take turns, but only while more than `cores` of them compute at once:
+  // a pipeline stage computes m / (m + (p − 1)/v) of the time, and the fill and drain run alone.
+  double share = 1, contended = 1, all_contended = 1;  // the last: every rank at once (optimizer)
+  if (hw.is_cpu) {
+    const double cores = std::max(1, hw.cores), threads = std::max(1.0, std::floor(cores / ranks_per_node));
+    share = threads / cores;
+    const double busy = ranks_per_node * microbatches / (microbatches + (l.pp - 1.0) / l.virtual_stages);
+    contended = std::max(1.0, busy * threads / cores);
+    all_contended = std::max(1.0, ranks_per_node * threads / cores);
+  }
   const ForwardCost f = forward_cost(cfg, l, hw, peak_of(cfg, hw), share);
   const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
   const double act_bytes = megatron ? 2 : 4;  // what TP and PP move per element
@@ -352,7 +362,7 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
       stage_tp = tp;
     }
   }
-  t.compute = microbatches * stage_time;
+  t.compute = microbatches * stage_time * contended;
   t.tp_comm = microbatches * stage_tp;
   // Fill and drain: (p − 1)/v microbatch-stage times (Narayanan et al. 2021).
   t.bubble = (l.pp - 1.0) / l.virtual_stages * (stage_time + stage_tp);
@@ -370,11 +380,12 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
     const double buckets = std::max(1.0, std::ceil(max_params * 4 / (cfg.optim.bucket_mb * 1e6)));
     t.dp_exposed = std::max(dp_time / buckets, dp_time - 2 * stage_time / l.virtual_stages);
   }
+  // ZeRO-1 all-gathers the updated fp32 parameters after the step: exposed DP communication.
+  if (l.zero_stage >= 1) t.dp_exposed += ring_seconds(max_params * 4, l.dp, dp_link.gbs, dp_link.latency_us, 1);
   // Optimizer: gradient norm (read g) and AdamW (read p, g, m, v; write p, m, v) over the
-  // rank's shard, fp32; ZeRO-1 adds the parameter all-gather.
+  // rank's shard, fp32.
   const double shard_params = max_params / (l.zero_stage >= 1 ? l.dp : 1);
-  t.optimizer = 8 * 4 * shard_params / (hw.memory_gbs * 1e9 * pc.memory_efficiency * share);
-  if (l.zero_stage >= 1) t.optimizer += ring_seconds(max_params * 4, l.dp, dp_link.gbs, dp_link.latency_us, 1);
+  t.optimizer = 8 * 4 * shard_params / (hw.memory_gbs * 1e9 * pc.memory_efficiency * share) * all_contended;
   return t;
 }
 

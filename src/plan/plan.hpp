@@ -49,8 +49,8 @@ struct Time {
   double tp_comm = 0;     // tensor-parallel collectives (not overlapped)
   double pp_comm = 0;     // pipeline sends and receives on the critical path
   double bubble = 0;      // pipeline fill and drain
-  double dp_exposed = 0;  // the part of the gradient reduction backward does not hide
-  double optimizer = 0;   // gradient norm, AdamW, ZeRO-1's parameter gather
+  double dp_exposed = 0;  // the gradient reduction backward does not hide, and ZeRO-1's parameter gather
+  double optimizer = 0;   // gradient norm and AdamW
   double step() const;
 };
 

@@ -1,0 +1,113 @@
+// The planner against this machine: predicted peak memory per rank against the peak RSS that
+// real training runs measure (10 layouts), the memory pre-flight of train and check-config, and
+// `trainer plan --gpu cpu` (measured hardware) end to end.
+#include "catch_torch.hpp"
+
+#include <algorithm>
+#include <regex>
+#include <sstream>
+
+#include "helpers.hpp"
+
+namespace {
+
+// The numbers after the last ": " of the first log line containing `marker`.
+std::vector<double> numbers_after(const std::string& output, const std::string& marker) {
+  const auto at = output.find(marker);
+  if (at == std::string::npos) return {};
+  const std::string line = output.substr(at, output.find('\n', at) - at);
+  std::istringstream in(line.substr(line.rfind(": ") + 2));
+  std::vector<double> out;
+  for (double x; in >> x;) out.push_back(x);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("plan: predicted peak memory per rank within 15% of the measured peak", "[plan][mp]") {
+  struct Case {
+    const char* what;
+    int dp, pp, tp;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Case> cases = {
+      {"1x1x1 micro-batch 8", 1, 1, 1, {}},
+      {"1x1x1 micro-batch 4", 1, 1, 1, {"parallel.micro_batch_size=4"}},
+      {"full recomputation", 1, 1, 1, {"parallel.recompute=full"}},
+      {"selective recomputation", 1, 1, 1, {"parallel.recompute=selective"}},
+      {"tp 2 with sequence parallelism", 1, 1, 2, {"parallel.sequence_parallel=true"}},
+      {"dp 2 with ZeRO-1", 2, 1, 1, {"optim.zero_stage=1", "train.global_batch_size=16"}},
+      {"pp 2, 1F1B", 1, 2, 1, {"train.global_batch_size=32"}},
+      {"pp 2, GPipe", 1, 2, 1, {"train.global_batch_size=32", "parallel.schedule=gpipe"}},
+      {"pp 4, 1F1B", 1, 4, 1, {"model.layers=8", "train.global_batch_size=16", "parallel.micro_batch_size=4"}},
+      {"pp 4, GPipe", 1, 4, 1,
+       {"model.layers=8", "train.global_batch_size=16", "parallel.micro_batch_size=4", "parallel.schedule=gpipe"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"launch", "--nproc", std::to_string(c.dp * c.pp * c.tp), "--", "train",
+                                     testing::source_dir() + "/configs/small.yaml"};
+    std::vector<std::string> sets = {"parallel.dp=" + std::to_string(c.dp), "parallel.pp=" + std::to_string(c.pp),
+                                     "parallel.tp=" + std::to_string(c.tp), "train.steps=3", "logging.interval=1000"};
+    sets.insert(sets.end(), c.sets.begin(), c.sets.end());
+    for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+    const auto r = testing::trainer(args, 300);
+    INFO(c.what << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    const auto predicted = numbers_after(r.output, "predicted peak memory per rank");
+    const auto measured = numbers_after(r.output, "peak memory per rank at the end");
+    REQUIRE(predicted.size() == static_cast<size_t>(c.dp * c.pp * c.tp));
+    REQUIRE(measured.size() == predicted.size());
+    const double most_predicted = *std::max_element(predicted.begin(), predicted.end());
+    const double most_measured = *std::max_element(measured.begin(), measured.end());
+    INFO("most loaded rank: predicted " << most_predicted << " MB, measured " << most_measured << " MB");
+    CHECK(std::abs(most_predicted / most_measured - 1) < 0.15);
+  }
+}
+
+TEST_CASE("plan: the pre-flight refuses a run that cannot fit, before any allocation", "[plan][mp]") {
+  const std::string tiny = testing::source_dir() + "/configs/tiny.yaml";
+  const std::vector<std::string> one = {"--set", "parallel.dp=1", "--set", "parallel.pp=1", "--set", "parallel.tp=1"};
+  // A vocabulary of 2e9 rows: 8 TB of embedding that LibTorch would try to allocate.
+  for (const std::string command : {"train", "check-config"}) {
+    std::vector<std::string> args = {command, tiny, "--set", "model.vocab_size=2000000000"};
+    args.insert(args.end(), one.begin(), one.end());
+    const auto r = testing::trainer(args, 120);
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("biggest term is") != std::string::npos);
+    CHECK(r.output.find("no layout of 1 processes fits") != std::string::npos);
+    CHECK(r.output.find("frame #") == std::string::npos);  // no C++ backtrace
+  }
+  // A micro-batch of 65536 samples does not fit; a smaller one of the same layout does.
+  std::vector<std::string> args = {"train", testing::source_dir() + "/configs/small.yaml", "--set",
+                                   "train.global_batch_size=65536", "--set", "parallel.micro_batch_size=65536"};
+  const auto r = testing::trainer(args, 120);
+  INFO(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("the biggest term is activations") != std::string::npos);
+  CHECK(r.output.find("a layout that fits: --set parallel.micro_batch_size=") != std::string::npos);
+  // check-config prints the prediction of a run that fits.
+  const auto ok = testing::trainer({"check-config", tiny}, 60);
+  CHECK(ok.code == 0);
+  CHECK(ok.output.find("memory_per_rank_gb:") != std::string::npos);
+}
+
+TEST_CASE("plan: --gpu cpu measures this machine and answers in JSON", "[plan][mp]") {
+  const auto r = testing::trainer({"plan", testing::source_dir() + "/configs/tiny.yaml", "--gpus", "4", "--gpu", "cpu",
+                                   "--json", "--top", "3"}, 300);
+  REQUIRE(r.code == 0);
+  testing::TempDir dir;
+  testing::write_file(dir.file("plan.json"), r.output);
+  // Python's json module reads it; the fields the issue names are there, with real values.
+  const auto check = testing::run(testing::python() + " -c \"import json,sys; d=json.load(open(sys.argv[1])); "
+                                  "h=d['hardware']; l=d['layouts'][0]; assert d['considered'] > 10; "
+                                  "assert h['intra_gbs'] > 0 and h['intra_latency_us'] > 0 and h['fp32_tflops'] > 0; "
+                                  "assert l['dp']*l['pp']*l['tp'] == 4 and l['fits']; "
+                                  "m=l['memory_gb']; t=l['time_s']; "
+                                  "assert abs(sum(m[k] for k in ['weights','gradients','optimizer','activations','logits','buffers','runtime']) - m['total']) < 1e-6; "
+                                  "assert abs(sum(t[k] for k in ['compute','tp_comm','pp_comm','bubble','dp_exposed','optimizer']) - t['step']) < 1e-9; "
+                                  "assert l['tokens_per_s'] > 0 and 0 < l['mfu'] < 1; print('ok')\" " +
+                                  dir.file("plan.json"));
+  INFO(r.output << check.output);
+  CHECK(check.code == 0);
+}
