@@ -76,13 +76,13 @@ void print_derived(const Config& cfg) {
             << "  theoretical_bubble: " << pipeline_parallel::theoretical_bubble(p.pp, m, v) << "\n";
 }
 
-// Parses "2x2x2" (dp x pp x tp).
-std::array<int, 3> parse_layout(const std::string& text) {
+// Parses "2x2x2" (dp x pp x tp), the value of `option`.
+std::array<int, 3> parse_layout(const std::string& text, const std::string& option) {
   std::array<int, 3> out{};
   char x1 = 0, x2 = 0;
   std::istringstream s(text);
   if (!(s >> out[0] >> x1 >> out[1] >> x2 >> out[2]) || x1 != 'x' || x2 != 'x' || !s.eof())
-    throw ConfigError("'" + text + "' is not a layout DPxPPxTP, e.g. 2x2x2");
+    throw ConfigError(option + ": '" + text + "' is not DPxPPxTP, e.g. 2x2x2");
   return out;
 }
 
@@ -90,11 +90,12 @@ int cmd_check_config(const std::string& path, const std::vector<std::string>& se
   Config cfg = load_config(path, sets);
   validate(cfg, world);
   // The pre-flight as `train` would run it with every process on this machine.
-  const plan::Prediction p = plan::check_memory(cfg, world > 0 ? world : world_size_of(cfg.parallel));
+  const auto p = plan::check_memory(cfg, 0, world > 0 ? world : world_size_of(cfg.parallel));
   std::cout << "# " << path << ": OK\n" << to_yaml(cfg);
   print_derived(cfg);
-  std::cout << "  memory_per_rank_gb: " << p.memory.total() / 1e9 << "  # predicted, most loaded rank (trainer plan)\n"
-            << "  memory_available_gb: " << p.available / 1e9 << "\n";
+  if (p)
+    std::cout << "  memory_per_rank_gb: " << p->memory.total() / 1e9 << "  # predicted, most loaded rank (trainer plan)\n"
+              << "  memory_available_gb: " << p->available / 1e9 << "\n";
   return 0;
 }
 
@@ -106,11 +107,10 @@ struct PlanOptions {
 };
 
 int cmd_plan(const std::string& path, const std::vector<std::string>& sets, const PlanOptions& o) {
-  Config cfg = load_config(path, sets);
-  cfg.data.source = DataSource::Synthetic;  // planning needs no data files
-  cfg.checkpoint.init_from.clear();
+  Config cfg = plan::for_planning(load_config(path, sets));
+  validate(cfg, 0);  // the plan.* values and the model, before any search
   if (!o.layout.empty()) {
-    const auto l = parse_layout(o.layout);
+    const auto l = parse_layout(o.layout, "--layout");
     cfg.parallel.dp = l[0];
     cfg.parallel.pp = l[1];
     cfg.parallel.tp = l[2];
@@ -120,6 +120,7 @@ int cmd_plan(const std::string& path, const std::vector<std::string>& sets, cons
   if (!o.layout.empty()) validate(cfg, gpus);
   plan::Hardware hw = o.gpu == "cpu" ? plan::measure_cpu(cfg.runtime.precision) : plan::find_gpu(o.gpu);
   if (o.gpus_per_node > 0) hw.gpus_per_node = o.gpus_per_node;
+  if (!hw.is_cpu && cfg.runtime.gpu_memory_gb > 0) hw.memory_gb = cfg.runtime.gpu_memory_gb;
   char model[160];
   std::snprintf(model, sizeof model, "%.3gB parameters (vocab %d, seq %d)", model::count_parameters(cfg.model) / 1e9,
                 cfg.model.vocab_size, cfg.model.seq_len);
@@ -171,7 +172,7 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
   const distributed::JobEnv job = job_from(rdzv);
   Config cfg = load_config(path, sets);
   validate(cfg, job.world_size);  // before any process group exists
-  plan::check_memory(cfg, job.local_world_size);  // ... and before any allocation
+  plan::check_memory(cfg, job.local_rank, job.local_world_size);  // ... and before any allocation
   setup_logging(cfg.logging.level, job, &cfg);
   // Bad input found only once training starts (a dataset's contents, a checkpoint of another
   // model) exits 2 like a bad config; anything else that stops the run exits 1.
@@ -214,7 +215,7 @@ int cmd_verify(const std::string& path, std::vector<std::string> sets, const std
   if (steps > 0) sets.push_back("train.steps=" + std::to_string(steps));
   std::vector<std::array<int, 3>> list;
   std::stringstream ls(layouts);
-  for (std::string item; std::getline(ls, item, ',');) list.push_back(parse_layout(item));
+  for (std::string item; std::getline(ls, item, ',');) list.push_back(parse_layout(item, "--layouts"));
   if (list.empty()) throw ConfigError("--layouts: give at least one layout");
   // Every layout is validated before anything runs.
   for (auto& l : list) {
@@ -433,8 +434,9 @@ int main(int argc, char** argv) {
     if (*keys) return cmd_config_keys();
     if (*plan_cmd) return cmd_plan(config_path, sets, plan_opts);
     if (*comm_bench) {
-      if (job_from(RendezvousFlags{}).world_size < 2) return cmd_bench_comm_locally();
-      plan::bench_comm(job_from(RendezvousFlags{}), comm_output);
+      const distributed::JobEnv job = job_from(RendezvousFlags{});
+      if (job.world_size < 2) return cmd_bench_comm_locally();
+      plan::bench_comm(job, comm_output);
       return 0;
     }
     if (*peak) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -27,6 +28,7 @@ template <> struct Choices<BackendKind> { static constexpr const char* names[] =
 template <> struct Choices<RopeScaling> { static constexpr const char* names[] = {"none", "llama3"}; };
 template <> struct Choices<Recompute> { static constexpr const char* names[] = {"none", "selective", "full"}; };
 template <> struct Choices<PlanAssumptions> { static constexpr const char* names[] = {"trainer", "megatron"}; };
+template <> struct Choices<Preflight> { static constexpr const char* names[] = {"error", "warn", "off"}; };
 
 template <typename T, typename = void> struct is_choice : std::false_type {};
 template <typename T> struct is_choice<T, std::void_t<decltype(Choices<T>::names)>> : std::true_type {};
@@ -60,6 +62,7 @@ TRAINER_CHOICE(Norm)
 TRAINER_CHOICE(Mlp)
 TRAINER_CHOICE(Schedule)
 TRAINER_CHOICE(PlanAssumptions)
+TRAINER_CHOICE(Preflight)
 TRAINER_CHOICE(LrDecay)
 TRAINER_CHOICE(DType)
 TRAINER_CHOICE(NonFinite)
@@ -358,6 +361,8 @@ const std::vector<Field>& schema() {
             "resident MB of a trainer process before its model (CPU pre-flight and plan)"),
       field("plan.gpu_reserved_gb", &C::plan, &PlanConfig::gpu_reserved_gb,
             "GB per GPU outside the allocator: CUDA context, cuBLAS workspace, NCCL"),
+      field("plan.preflight", &C::plan, &PlanConfig::preflight,
+            "a layout predicted not to fit in train/check-config: exit 2, warn, or skip the check"),
   };
   return fields;
 }
@@ -516,6 +521,9 @@ void validate(const Config& cfg, int world_size) {
   positive("train.global_batch_size", cfg.train.global_batch_size);
   positive("runtime.collective_timeout_s", cfg.runtime.collective_timeout_s);
   positive("logging.interval", cfg.logging.interval);
+  // The padded vocabulary (a multiple of vocab_divisible_by * tp) must stay an int.
+  if (m.vocab_size > std::numeric_limits<int>::max() - static_cast<std::int64_t>(m.vocab_divisible_by) * p.tp)
+    invalid("model.vocab_size", show(m.vocab_size), "is too large to pad", "use a vocabulary below 2^31 - vocab_divisible_by * tp");
   if (m.dropout < 0 || m.dropout >= 1)
     invalid("model.dropout", show(m.dropout), "must be in [0, 1)", "use e.g. 0 or 0.1");
   if (world_size > 0 && world_size_of(p) != world_size)

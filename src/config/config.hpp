@@ -28,6 +28,7 @@ enum class BackendKind { Auto, Gloo, Nccl };
 enum class RopeScaling { None, Llama3 };
 enum class Recompute { None, Selective, Full };
 enum class PlanAssumptions { Trainer, Megatron };
+enum class Preflight { Error, Warn, Off };
 
 // The spelling of `value` in a config ("interleaved-1f1b"), and the value of a spelling
 // (throws ConfigError naming `key` and the choices).
@@ -157,6 +158,8 @@ struct PlanConfig {
   double activation_overhead = 0.15;    // temporaries and allocator fragmentation on top of kept activations
   double cpu_process_mb = 372;          // a trainer process's own resident memory (LibTorch, threads, Gloo)
   double gpu_reserved_gb = 3.0;         // per GPU: CUDA context, cuBLAS workspace, NCCL buffers
+  // What `train` and `check-config` do with a layout predicted not to fit: exit 2, warn, or skip.
+  Preflight preflight = Preflight::Error;
 };
 
 struct Config {

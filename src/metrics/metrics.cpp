@@ -99,8 +99,8 @@ void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t o
 void StepLogger::peak_memory(const std::string& when) {
   const auto peak = from_every_rank(comm_, peak_rss_mb());
   if (comm_.rank() == 0)
-    spdlog::info("peak memory per rank {} (MB, RSS incl. ~370 MB of the process and LibTorch's libraries): {}", when,
-                 joined(peak, 1, "{:.0f}"));
+    spdlog::info("peak memory per rank {} (MB, RSS incl. ~{:.0f} MB of the process and LibTorch's libraries): {}", when,
+                 cfg_.plan.cpu_process_mb, joined(peak, 1, "{:.0f}"));
   if (!comm_.device().is_cuda()) return;
   const auto gpu = runtime::device_memory(comm_.device());
   const auto allocated = from_every_rank(comm_, gpu.allocated_peak_mb);

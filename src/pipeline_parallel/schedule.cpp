@@ -113,9 +113,10 @@ std::vector<Action> forward_only(Schedule schedule, int stage, int stages, int m
   return out;
 }
 
-int max_in_flight(const std::vector<Action>& actions) {
+int max_in_flight(const std::vector<Action>& actions, int chunk) {
   int live = 0, most = 0;
   for (const auto& a : actions) {
+    if (chunk >= 0 && a.chunk != chunk) continue;
     if (a.op == Op::Forward) most = std::max(most, ++live);
     if (a.op == Op::Backward) --live;
   }

@@ -58,8 +58,9 @@ std::vector<Action> make_schedule(Schedule schedule, int stage, int stages, int 
 // Evaluation: that schedule's forward actions alone, in its order.
 std::vector<Action> forward_only(Schedule schedule, int stage, int stages, int microbatches, int chunks);
 
-// The most microbatches whose activations a stage holds at once (forwards minus backwards).
-int max_in_flight(const std::vector<Action>& actions);
+// The most microbatches whose activations a stage holds at once (forwards minus backwards),
+// counting only local chunk `chunk` when it is given.
+int max_in_flight(const std::vector<Action>& actions, int chunk = -1);
 
 // Executes every stage's list with unit cost per forward/backward and free communication.
 // bubble_fraction = idle / makespan; deadlock = some stage waits forever.

@@ -24,7 +24,7 @@ struct Hardware {
   double intra_latency_us = 0;  // per message step of a collective inside a node
   double inter_latency_us = 0;  // between nodes
   int cores = 0;                // CPU: the cores ranks split (0 for GPUs)
-  int gpus_per_node = 8;
+  int gpus_per_node = 8;        // ranks sharing a node (CPU: its memory and cores); 0 = all of them
   // The matmul peak that runtime.precision (and runtime.tf32) selects.
   double peak_tflops(const RuntimeConfig& r) const;
 };

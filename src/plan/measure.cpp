@@ -1,10 +1,11 @@
 #include "plan/measure.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -68,10 +69,12 @@ CommFigures bench_comm(const distributed::JobEnv& job, const std::string& output
   }
   const double n = static_cast<double>(points.size());
   const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  if (!(slope > 0)) throw std::runtime_error("bench-comm: all-reduce time did not grow with size; run it again on a quieter machine");
+  // A ring all-reduce over r ranks moves 2(r − 1)/r of the buffer in 2(r − 1) latency steps.
+  const double r = job.world_size, ring = 2 * (r - 1) / r, steps = 2 * (r - 1);
   CommFigures f;
-  // Two ranks: the ring moves the whole buffer once each way in 2 latency steps.
-  f.gbs = 1 / slope / 1e9;
-  f.latency_us = std::max(points.front().second - points.front().first * slope, 0.0) / 2 * 1e6;
+  f.gbs = ring / slope / 1e9;
+  f.latency_us = std::max(points.front().second - points.front().first * slope, 0.0) / steps * 1e6;
   if (job.rank == 0) {
     std::ostringstream json;
     json << "{\"latency_us\": " << f.latency_us << ", \"gbs\": " << f.gbs << "}";

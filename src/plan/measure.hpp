@@ -12,7 +12,8 @@
 
 namespace trainer::plan {
 
-// Gloo all-reduce between local processes: t(bytes) ≈ 2·latency + bytes / bandwidth (two ranks).
+// Gloo all-reduce between local processes, as a ring over r ranks:
+// t(bytes) ≈ 2(r − 1)·latency + 2(r − 1)/r · bytes / bandwidth.
 struct CommFigures {
   double latency_us = 0;
   double gbs = 0;
@@ -29,7 +30,7 @@ CommFigures measure_comm();
 // MemAvailable from /proc/meminfo, in bytes.
 double available_memory_bytes();
 
-// This machine for `precision` (and `ranks` processes sharing it): measured as above.
+// This machine for `precision`, measured as above (every rank local: gpus_per_node 0).
 Hardware measure_cpu(DType precision);
 
 }  // namespace trainer::plan

@@ -16,6 +16,8 @@ Layout layout_of(const Config& cfg) {
 
 Config with_layout(Config cfg, const Layout& l) {
   auto& p = cfg.parallel;
+  // Explicit layers per stage belong to the config's own number of chunks.
+  if (l.pp * l.virtual_stages != p.pp * virtual_stages_in_effect(p)) p.stage_layers.clear();
   p.dp = l.dp;
   p.pp = l.pp;
   p.tp = l.tp;
@@ -79,14 +81,21 @@ LayerShape layer_shape(const ModelConfig& m, int tp) {
   return s;
 }
 
-// Layers of each global chunk (pp·v of them, chunk c·pp + s on stage s).
+// Layers of each global chunk (pp·v of them, chunk c·pp + s on stage s); `cfg` has the layout.
 std::vector<int> chunk_layers(const Config& cfg, const Layout& l) {
   std::vector<int> out;
-  for (const auto& [begin, end] : pipeline_parallel::partition_layers(cfg.model.layers, l.pp * l.virtual_stages,
-                                                                      l.pp == cfg.parallel.pp ? cfg.parallel.stage_layers
-                                                                                              : std::vector<int>{}))
+  for (const auto& [begin, end] :
+       pipeline_parallel::partition_layers(cfg.model.layers, l.pp * l.virtual_stages, cfg.parallel.stage_layers))
     out.push_back(end - begin);
   return out;
+}
+
+// Layers of a chunk of `layers_per_chunk` that full recomputation recomputes (recompute_layers
+// of them, 0 = all); none without full recomputation.
+double recomputed_layers(const Config& cfg, const Layout& l, double layers_per_chunk) {
+  if (l.recompute != Recompute::Full) return 0;
+  const int k = cfg.parallel.recompute_layers;
+  return k > 0 ? std::min<double>(k, layers_per_chunk) : layers_per_chunk;
 }
 
 // What one pipeline stage holds and does.
@@ -97,7 +106,8 @@ struct Stage {
   double params = 0;          // on one rank of the stage
   double matmul_params = 0;   // of its layers and the head, for FLOPs
   int in_flight = 0;          // most (microbatch, chunk) pairs whose activations it holds
-  int head_in_flight = 0;     // of those, the last chunk's (whose logits are kept)
+  int first_in_flight = 0;    // of those, chunk 0's (which keep the embedding output)
+  int head_in_flight = 0;     // and the last chunk's (which keep the logits)
 };
 
 std::vector<Stage> stages_of(const Config& cfg, const Layout& l, int microbatches) {
@@ -123,12 +133,8 @@ std::vector<Stage> stages_of(const Config& cfg, const Layout& l, int microbatche
     }
     const auto actions = pipeline_parallel::make_schedule(l.schedule, s, l.pp, microbatches, l.virtual_stages);
     st.in_flight = pipeline_parallel::max_in_flight(actions);
-    int held = 0;
-    for (const auto& a : actions) {
-      if (a.chunk != l.virtual_stages - 1) continue;
-      if (a.op == pipeline_parallel::Op::Forward) st.head_in_flight = std::max(st.head_in_flight, ++held);
-      if (a.op == pipeline_parallel::Op::Backward) --held;
-    }
+    st.first_in_flight = pipeline_parallel::max_in_flight(actions, 0);
+    st.head_in_flight = pipeline_parallel::max_in_flight(actions, l.virtual_stages - 1);
   }
   return stages;
 }
@@ -160,10 +166,13 @@ double trainer_layer_elements(const ModelConfig& m, const LayerShape& s, bool sp
   return norms + matmul_inputs + attention_core + mlp + dropout_masks + tp_retained;
 }
 
-// bf16 matmuls (runtime.precision=bf16) keep a bf16 copy of each matmul input (bytes per token).
-double bf16_copy_bytes(const LayerShape& s) {
+// bf16 matmuls (runtime.precision=bf16) keep a bf16 copy of each matmul's input (bytes per
+// token): the q and kv inputs (cast separately), the projection's, fc1's (and the gate's), fc2's,
+// and the attention kernel's q, k, v (as repeated for GQA) and output.
+double bf16_copy_bytes(const ModelConfig& m, const LayerShape& s) {
   const double q = s.heads_local * s.D;
-  return 2 * (2 * s.h + q + 2 * s.h + s.f / s.tp + 4 * q);  // q/kv, proj, fc1/gate, fc2 inputs; attention q,k,v,out
+  const double mlp_inputs = (m.mlp == Mlp::SwiGlu ? 2 : 1) * s.h + s.f / s.tp;
+  return 2 * (2 * s.h + q + mlp_inputs + 4 * q);
 }
 
 // Megatron-LM's activation count (Korthikanti et al. 2022, Table 2; bytes per token of one
@@ -230,18 +239,17 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   mem.gradients = 4 * st.params;
   mem.optimizer = 8 * st.params / (l.zero_stage >= 1 ? l.dp : 1);
   // Kept activations: each in-flight (microbatch, chunk) pair holds its chunk's layers; a fully
-  // recomputed layer keeps its input alone, plus one layer's worth while it is recomputed.
+  // recomputed layer keeps its input alone.
   const double layers_per_chunk = st.layers / l.virtual_stages;
   const double per_layer = 4 * trainer_layer_elements(m, shape, l.sequence_parallel, l.recompute, !hw.is_cpu) +
-                           (bf16 ? bf16_copy_bytes(shape) : 0);
-  double recomputed = 0;
-  if (l.recompute == Recompute::Full)
-    recomputed = cfg.parallel.recompute_layers > 0 ? std::min<double>(cfg.parallel.recompute_layers, layers_per_chunk)
-                                                   : layers_per_chunk;
+                           (bf16 ? bf16_copy_bytes(m, shape) : 0);
+  const double recomputed = recomputed_layers(cfg, l, layers_per_chunk);
   const double kept = (layers_per_chunk - recomputed) * per_layer + recomputed * 4 * m.hidden / shard;
   double activations = st.in_flight * kept * tokens;
-  if (recomputed > 0) activations += per_layer * tokens;
-  if (st.first) activations += 4 * m.hidden / shard * tokens * st.in_flight;  // embedding output
+  // Backward runs the chunk's last layers first; when every layer is recomputed, nothing freed
+  // by them makes room for the layer being recomputed.
+  if (recomputed > 0 && recomputed >= layers_per_chunk) activations += per_layer * tokens;
+  if (st.first) activations += 4 * m.hidden / shard * tokens * st.first_in_flight;  // embedding output
   // bf16 matmuls keep a bf16 copy of each weight per microbatch in flight.
   if (bf16) activations += st.in_flight / static_cast<double>(l.virtual_stages) * 2 * st.matmul_params;
   // The head keeps the fp32 softmax per microbatch in flight and, while one runs, the logits,
@@ -266,7 +274,8 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
 // ------------------------------------------------------------------ time --------------------
 
 // A collective over `n` ranks on one link, ring algorithm: each rank moves `factor`·(n−1)/n of
-// the buffer and takes `steps`·(n−1) latency steps (all-reduce: factor 2, steps 2).
+// the buffer and takes `factor`·(n−1) latency steps (all-reduce 2, all-gather or
+// reduce-scatter 1).
 double ring_seconds(double bytes, int n, double gbs, double latency_us, double factor) {
   if (n <= 1 || bytes <= 0) return 0;
   return factor * (n - 1.0) / n * bytes / (gbs * 1e9) + factor * (n - 1) * latency_us * 1e-6;
@@ -287,7 +296,7 @@ Link link_for(const Hardware& hw, const PlanConfig& pc, int stride, int size, in
 struct ForwardCost {
   double layer = 0;      // one layer
   double attention = 0;  // of which the attention core (what selective recomputation repeats)
-  double head = 0;       // embedding and head, on the first and last stage
+  double head = 0;       // the head (last stage): its matmul and the logits' element-wise work
 };
 
 ForwardCost forward_cost(const Config& cfg, const Layout& l, const Hardware& hw, double peak_tflops, double share) {
@@ -325,15 +334,16 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   const ModelConfig& m = cfg.model;
   const PlanConfig& pc = cfg.plan;
   const bool megatron = pc.assumptions == PlanAssumptions::Megatron;
-  // CPU: each rank runs max(1, cores / ranks) threads (runtime.threads' default). With more
-  // ranks than cores they take turns, but only while more than `cores` of them compute at once:
-  // a pipeline stage computes m / (m + (p − 1)/v) of the time, and the fill and drain run alone.
+  const double bubble_fraction = pipeline_parallel::theoretical_bubble(l.pp, microbatches, l.virtual_stages);
+  // CPU: each rank runs runtime.threads threads (default max(1, cores / ranks)). With more
+  // threads than cores the ranks take turns, but only while they compute at once: a pipeline
+  // stage computes 1 − bubble of the time; the fill and drain run alone.
   double share = 1, contended = 1, all_contended = 1;  // the last: every rank at once (optimizer)
   if (hw.is_cpu) {
-    const double cores = std::max(1, hw.cores), threads = std::max(1.0, std::floor(cores / ranks_per_node));
-    share = threads / cores;
-    const double busy = ranks_per_node * microbatches / (microbatches + (l.pp - 1.0) / l.virtual_stages);
-    contended = std::max(1.0, busy * threads / cores);
+    const double cores = std::max(1, hw.cores);
+    const double threads = cfg.runtime.threads > 0 ? cfg.runtime.threads : std::max(1.0, std::floor(cores / ranks_per_node));
+    share = std::min(1.0, threads / cores);
+    contended = std::max(1.0, ranks_per_node * (1 - bubble_fraction) * threads / cores);
     all_contended = std::max(1.0, ranks_per_node * threads / cores);
   }
   const ForwardCost f = forward_cost(cfg, l, hw, peak_of(cfg, hw), share);
@@ -349,64 +359,70 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   // Pipeline messages: sharded under SP, and split over the TP ranks by Megatron's scatter/gather.
   const double p2p_shard = megatron ? l.tp : shard;
   const double p2p = l.pp > 1 ? tokens * m.hidden / p2p_shard * act_bytes / (pp_link.gbs * 1e9) + pp_link.latency_us * 1e-6 : 0;
-  // The slowest stage sets the pace.
-  Time t;
-  double stage_time = 0, stage_tp = 0;
+  // The slowest stage sets the pace; per microbatch: its forward, backward (2 × forward, plus the
+  // recomputed forward, which runs in backward) and TP collectives.
+  double stage_time = 0, stage_backward = 0, stage_tp = 0;
   for (const Stage& st : stages) {
-    const double recomputed = l.recompute == Recompute::Full ? f.layer : (l.recompute == Recompute::Selective ? f.attention : 0);
-    double compute = st.layers * (3 * f.layer + recomputed);
-    if (st.last) compute += 3 * f.head;
-    const double tp = tp_one * (st.layers * (4 + (l.recompute == Recompute::Full ? 2 : 0)) + st.first + st.last);
-    if (compute + tp > stage_time + stage_tp) {
-      stage_time = compute;
+    const double layers_per_chunk = st.layers / l.virtual_stages;
+    const double recomputed = recomputed_layers(cfg, l, layers_per_chunk) / std::max(1.0, layers_per_chunk) * st.layers;
+    double forward = st.layers * f.layer, recompute = recomputed * f.layer;
+    if (l.recompute == Recompute::Selective) recompute = st.layers * f.attention;
+    if (st.last) forward += f.head;
+    const double backward = 2 * forward + recompute;
+    const double tp = tp_one * (4 * st.layers + 2 * recomputed + st.first + st.last);
+    if (forward + backward + tp > stage_time + stage_tp) {
+      stage_time = forward + backward;
+      stage_backward = backward;
       stage_tp = tp;
     }
   }
+  Time t;
   t.compute = microbatches * stage_time * contended;
   t.tp_comm = microbatches * stage_tp;
-  // Fill and drain: (p − 1)/v microbatch-stage times (Narayanan et al. 2021).
-  t.bubble = (l.pp - 1.0) / l.virtual_stages * (stage_time + stage_tp);
+  // Fill and drain (Narayanan et al. 2021): the bubble fraction of the whole pipeline's time.
+  t.bubble = bubble_fraction / (1 - bubble_fraction) * microbatches * (stage_time + stage_tp);
   // Each microbatch sends an activation and a gradient across each of its v chunk boundaries.
   t.pp_comm = 2.0 * l.virtual_stages * microbatches * p2p;
-  // DP: the gradients of the most loaded rank; trainer starts buckets during the last
-  // microbatch's backward, Megatron 2021 after backward.
+  // DP: the gradients of the most loaded rank. Trainer starts buckets during the last
+  // microbatch's backward (of its last chunk), Megatron 2021 after backward. With ZeRO-1 the
+  // trainer reduces in full and all-gathers the updated fp32 parameters; Megatron's distributed
+  // optimizer reduce-scatters and all-gathers 16-bit parameters.
   double max_params = 0;
   for (const Stage& st : stages) max_params = std::max(max_params, st.params);
   const double grad_bytes = megatron || cfg.optim.grad_reduce_dtype == DType::Bf16 ? 2 : 4;
-  const double dp_time = ring_seconds(max_params * grad_bytes, l.dp, dp_link.gbs, dp_link.latency_us, 2);
+  const bool sharded = l.zero_stage >= 1;
+  const double reduce = ring_seconds(max_params * grad_bytes, l.dp, dp_link.gbs, dp_link.latency_us, megatron && sharded ? 1 : 2);
+  const double gather = sharded ? ring_seconds(max_params * (megatron ? 2 : 4), l.dp, dp_link.gbs, dp_link.latency_us, 1) : 0;
   if (megatron) {
-    t.dp_exposed = dp_time;
+    t.dp_exposed = reduce + gather;
   } else {
     const double buckets = std::max(1.0, std::ceil(max_params * 4 / (cfg.optim.bucket_mb * 1e6)));
-    t.dp_exposed = std::max(dp_time / buckets, dp_time - 2 * stage_time / l.virtual_stages);
+    t.dp_exposed = std::max(reduce / buckets, reduce - stage_backward / l.virtual_stages) + gather;
   }
-  // ZeRO-1 all-gathers the updated fp32 parameters after the step: exposed DP communication.
-  if (l.zero_stage >= 1) t.dp_exposed += ring_seconds(max_params * 4, l.dp, dp_link.gbs, dp_link.latency_us, 1);
   // Optimizer: gradient norm (read g) and AdamW (read p, g, m, v; write p, m, v) over the
   // rank's shard, fp32.
-  const double shard_params = max_params / (l.zero_stage >= 1 ? l.dp : 1);
+  const double shard_params = max_params / (sharded ? l.dp : 1);
   t.optimizer = 8 * 4 * shard_params / (hw.memory_gbs * 1e9 * pc.memory_efficiency * share) * all_contended;
   return t;
 }
 
 // FLOPs per token that recomputation adds: the attention core's forward (selective), or the
-// forward of the recomputed layers (full; recompute_layers of each chunk's layers).
+// forward of the recomputed layers (full).
 double recompute_flops_per_token(const Config& cfg, const Layout& l) {
   const ModelConfig& m = cfg.model;
-  const double attention = 4.0 * m.layers * m.seq_len * m.hidden;
-  if (l.recompute == Recompute::Selective) return attention;
-  if (l.recompute != Recompute::Full) return 0;
+  if (l.recompute == Recompute::Selective) return 4.0 * m.layers * m.seq_len * m.hidden;
   const double per_chunk = static_cast<double>(m.layers) / (l.pp * l.virtual_stages);
-  const int k = cfg.parallel.recompute_layers;
-  const double fraction = k > 0 ? std::min(1.0, k / per_chunk) : 1.0;
+  if (per_chunk <= 0) return 0;
+  const double fraction = recomputed_layers(cfg, l, per_chunk) / per_chunk;
   const double head = 6.0 * m.hidden * m.vocab_size;  // never recomputed
   return fraction * (model::flops_per_token(m) - head) / 3;
 }
 
 }  // namespace
 
-Prediction predict(const Config& cfg, const Layout& l, const Hardware& hw) {
-  const int microbatches = num_microbatches(with_layout(cfg, l));
+Prediction predict(const Config& base, const Layout& l, const Hardware& hw, bool with_time) {
+  const Config cfg = with_layout(base, l);
+  const int microbatches = num_microbatches(cfg);
   const int world = l.dp * l.pp * l.tp;
   // CPU: the ranks on this machine (all of them unless said); GPU: a node's worth.
   const int ranks_per_node = hw.gpus_per_node > 0 ? std::min(world, hw.gpus_per_node) : world;
@@ -415,6 +431,7 @@ Prediction predict(const Config& cfg, const Layout& l, const Hardware& hw) {
   p.layout = l;
   if (cfg.plan.assumptions == PlanAssumptions::Megatron) {
     p.memory = megatron_memory(cfg, l, microbatches);
+    p.stage_totals.assign(l.pp, p.memory.total());  // Megatron's report has the first stage only
   } else {
     for (const Stage& st : stages) {
       Memory mem = stage_memory(cfg, l, st, hw);
@@ -422,9 +439,18 @@ Prediction predict(const Config& cfg, const Layout& l, const Hardware& hw) {
       if (mem.total() > p.memory.total()) p.memory = mem;
     }
   }
-  if (hw.is_cpu) p.available = hw.memory_gb * 1e9 / ranks_per_node;
-  else p.available = (cfg.runtime.gpu_memory_gb > 0 ? cfg.runtime.gpu_memory_gb : hw.memory_gb) * 1e9;
-  p.fits = p.memory.total() <= p.available;
+  if (hw.is_cpu) {
+    // The machine's memory holds all its ranks: dp·tp of each stage when the job is local,
+    // else as many ranks of the average stage.
+    p.available = hw.memory_gb * 1e9 / ranks_per_node;
+    double sum = 0;
+    for (double total : p.stage_totals) sum += total;
+    p.fits = ranks_per_node * sum / p.stage_totals.size() <= hw.memory_gb * 1e9;
+  } else {
+    p.available = hw.memory_gb * 1e9;
+    p.fits = p.memory.total() <= p.available;
+  }
+  if (!with_time) return p;
   p.time = step_time(cfg, l, hw, stages, microbatches, ranks_per_node);
   const double step = p.time.step();
   const double tokens = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
@@ -436,18 +462,22 @@ Prediction predict(const Config& cfg, const Layout& l, const Hardware& hw) {
   return p;
 }
 
+Config for_planning(Config cfg) {
+  cfg.data.source = DataSource::Synthetic;  // the data files are not the planner's business
+  cfg.checkpoint.init_from.clear();
+  return cfg;
+}
+
 namespace {
 
-std::vector<int> divisors(int n) {
+std::vector<int> divisors(int n, int at_most) {
   std::vector<int> out;
-  for (int d = 1; d <= n; ++d)
+  for (int d = 1; d <= std::min(n, at_most); ++d)
     if (n % d == 0) out.push_back(d);
   return out;
 }
 
-bool accepted(Config cfg, const Layout& l, int gpus) {
-  cfg.data.source = DataSource::Synthetic;  // the data files are not the planner's business
-  cfg.checkpoint.init_from.clear();
+bool accepted(const Config& cfg, const Layout& l, int gpus) {
   try {
     validate(with_layout(cfg, l), gpus);
     return true;
@@ -458,28 +488,27 @@ bool accepted(Config cfg, const Layout& l, int gpus) {
 
 }  // namespace
 
-std::vector<Prediction> search(const Config& cfg, int gpus, const Hardware& hw) {
+std::vector<Prediction> search(const Config& base, int gpus, const Hardware& hw, bool with_time) {
+  const Config cfg = for_planning(base);
   std::vector<Prediction> out;
   const int node = hw.gpus_per_node > 0 ? hw.gpus_per_node : gpus;
-  for (int tp : divisors(gpus)) {
-    if (tp > node || cfg.model.heads % tp != 0) continue;
-    for (int pp : divisors(gpus / tp)) {
-      if (pp > cfg.model.layers) continue;
+  for (int tp : divisors(gpus, node)) {
+    if (cfg.model.heads % tp != 0) continue;
+    for (int pp : divisors(gpus / tp, cfg.model.layers)) {
       const int dp = gpus / tp / pp;
       if (cfg.train.global_batch_size % dp != 0) continue;
       std::vector<int> chunk_counts = {1};
       for (int v = 2; pp > 1 && pp * v <= cfg.model.layers; ++v)
         if (cfg.model.layers % (pp * v) == 0) chunk_counts.push_back(v);
-      for (int mb : divisors(cfg.train.global_batch_size / dp)) {
-        if (mb > 64) break;
+      for (int mb : divisors(cfg.train.global_batch_size / dp, 64))
         for (int v : chunk_counts)
           for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-            for (int zero : {0, 1}) {
-              if (zero == 1 && dp == 1) continue;
-              Layout l{dp, pp, tp, v, mb, v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB, r, zero, tp > 1};
-              if (accepted(cfg, l, gpus)) out.push_back(predict(cfg, l, hw));
-            }
-      }
+            for (int zero : {0, 1})
+              for (bool sp : {false, true}) {
+                if ((zero == 1 && dp == 1) || (sp && tp == 1)) continue;
+                Layout l{dp, pp, tp, v, mb, v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB, r, zero, sp};
+                if (accepted(cfg, l, gpus)) out.push_back(predict(cfg, l, hw, with_time));
+              }
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) { return a.tokens_per_s > b.tokens_per_s; });

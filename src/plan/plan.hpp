@@ -57,8 +57,8 @@ struct Time {
 struct Prediction {
   Layout layout;
   Memory memory;
-  std::vector<double> stage_totals;  // total bytes of a rank of each pipeline stage (trainer assumptions)
-  double available = 0;  // bytes the rank may use
+  std::vector<double> stage_totals;  // total bytes of a rank of each pipeline stage
+  double available = 0;  // bytes a rank has (GPU: the device; CPU: the machine's ÷ its ranks)
   bool fits = false;
   Time time;
   double tokens_per_s = 0;
@@ -68,12 +68,16 @@ struct Prediction {
 };
 
 // The prediction for `layout` of cfg's model and global batch on `hw` (cfg.plan: assumptions
-// and efficiencies; cfg.runtime: precision and gpu_memory_gb).
-Prediction predict(const Config& cfg, const Layout& layout, const Hardware& hw);
+// and efficiencies; cfg.runtime: precision). `with_time` false: memory only (no rates needed).
+// A CPU's memory holds all its ranks, so there `fits` compares their sum with the machine's.
+Prediction predict(const Config& cfg, const Layout& layout, const Hardware& hw, bool with_time = true);
 
 // Every layout of `gpus` devices that the trainer accepts for this model and batch (dp, pp,
-// tp, virtual stages, micro-batch size, recomputation, ZeRO stage; sequence parallelism with
-// tp > 1), predicted, fastest first.
-std::vector<Prediction> search(const Config& cfg, int gpus, const Hardware& hw);
+// tp, virtual stages, micro-batch size ≤ 64, recomputation, ZeRO stage, sequence parallelism),
+// predicted, fastest first.
+std::vector<Prediction> search(const Config& cfg, int gpus, const Hardware& hw, bool with_time = true);
+
+// cfg as the planner reads it: no data files or initial weights to look for.
+Config for_planning(Config cfg);
 
 }  // namespace trainer::plan

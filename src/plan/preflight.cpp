@@ -1,6 +1,7 @@
 #include "plan/preflight.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -10,7 +11,7 @@
 namespace trainer::plan {
 namespace {
 
-// The --set overrides that turn layout `from` into `to`, and how many there are.
+// The --set overrides that turn layout `from` into `to`.
 std::vector<std::string> changes(const Layout& from, const Layout& to) {
   std::vector<std::string> out;
   auto add = [&](bool differs, const std::string& key, const std::string& value) {
@@ -28,51 +29,76 @@ std::vector<std::string> changes(const Layout& from, const Layout& to) {
   return out;
 }
 
-}  // namespace
-
-Hardware local_memory(const Config& cfg, int local_ranks) {
-  Hardware hw;
-  const bool gpu = cfg.runtime.device == DeviceKind::Cuda || (cfg.runtime.device == DeviceKind::Auto && runtime::gpu_count() > 0);
-  if (gpu) {
-    hw.name = "cuda";
-    hw.memory_gb = cfg.runtime.gpu_memory_gb > 0 ? cfg.runtime.gpu_memory_gb : runtime::gpu_total_memory(0) / 1e9;
-    hw.gpus_per_node = local_ranks;
-  } else {
-    hw.name = "cpu";
-    hw.is_cpu = true;
-    hw.memory_gb = available_memory_bytes() / 1e9;
-    hw.gpus_per_node = local_ranks;
-  }
-  return hw;
+// The pre-flight always judges the trainer's own memory, whatever plan.assumptions says.
+Config trainer_assumptions(Config cfg) {
+  cfg.plan.assumptions = PlanAssumptions::Trainer;
+  return for_planning(cfg);
 }
 
-Prediction check_memory(const Config& cfg, int local_ranks) {
-  const Hardware hw = local_memory(cfg, local_ranks);
-  const Layout layout = layout_of(cfg);
-  const Prediction p = predict(cfg, layout, hw);
-  if (p.fits) return p;
-  const auto [term, bytes] = p.memory.biggest();
-  std::string fix;
-  // A layout of the same size that fits, preferring the fewest changed settings, then the one
-  // that uses the most of the memory (the least recomputation and sharding given up).
+// A layout of the same size that fits, with the fewest changed settings, then the one that uses
+// the most of the memory (the least recomputation and sharding given up), as --set overrides.
+std::string fitting_alternative(const Config& cfg, const Layout& layout, const Hardware& hw) {
+  const int world = layout.dp * layout.pp * layout.tp;
   std::vector<Prediction> fitting;
-  for (auto& q : search(cfg, layout.dp * layout.pp * layout.tp, hw))
+  for (auto& q : search(cfg, world, hw, false))
     if (q.fits) fitting.push_back(q);
   auto cost = [&](const Prediction& q) { return std::make_pair(changes(layout, q.layout).size(), -q.memory.total()); };
   const auto best = std::min_element(fitting.begin(), fitting.end(), [&](auto& a, auto& b) { return cost(a) < cost(b); });
-  if (best != fitting.end()) {
-    for (const auto& c : changes(layout, best->layout)) fix += (fix.empty() ? "" : " ") + c;
-    fix = "a layout that fits: " + fix + " (predicted " + fmt::format("{:.2f}", best->memory.total() / 1e9) + " GB)";
-  } else {
-    fix = "no layout of " + std::to_string(layout.dp * layout.pp * layout.tp) +
-          " processes fits: use more processes, more memory, or a smaller model";
+  if (best == fitting.end())
+    return "no layout of " + std::to_string(world) + " processes fits: use more processes, more memory, or a smaller model";
+  std::string sets;
+  for (const auto& c : changes(layout, best->layout)) sets += (sets.empty() ? "" : " ") + c;
+  return fmt::format("a layout that fits: {} (predicted {:.2f} GB)", sets, best->memory.total() / 1e9);
+}
+
+}  // namespace
+
+std::optional<Hardware> local_memory(const Config& cfg, int local_rank, int local_ranks) {
+  Hardware hw;
+  hw.gpus_per_node = local_ranks;
+  const int gpus = runtime::gpu_count();
+  if (cfg.runtime.gpu_memory_gb > 0) {
+    hw.name = "gpu (runtime.gpu_memory_gb)";
+    hw.memory_gb = cfg.runtime.gpu_memory_gb;
+    return hw;
   }
-  throw ConfigError(fmt::format(
-      "parallel: {} is predicted to need {:.2f} GB on the most loaded rank (pipeline stage {}) but a rank has {:.2f} GB "
-      "({}); the biggest term is {} at {:.2f} GB; {}; see `trainer plan`",
-      describe(layout), p.memory.total() / 1e9, p.memory.stage, p.available / 1e9,
-      hw.is_cpu ? "available memory / " + std::to_string(local_ranks) + " local processes" : "runtime.gpu_memory_gb or the device",
-      term, bytes / 1e9, fix));
+  if (cfg.runtime.device != DeviceKind::Cpu && gpus > 0) {
+    // Ranks beyond the GPU count share devices (runtime/device.hpp: local_rank % gpus).
+    hw.name = "cuda";
+    hw.memory_gb = runtime::gpu_total_memory(local_rank % gpus) / 1e9 / std::max(1, (local_ranks + gpus - 1) / gpus);
+    return hw;
+  }
+  if (cfg.runtime.device == DeviceKind::Cuda) return std::nullopt;  // a GPU run checked from a machine without one
+  const double available = available_memory_bytes();
+  if (available <= 0) return std::nullopt;
+  hw.name = "cpu";
+  hw.is_cpu = true;
+  hw.memory_gb = available / 1e9;
+  return hw;
+}
+
+Prediction predict_own_layout(const Config& cfg, const Hardware& hw) {
+  return predict(trainer_assumptions(cfg), layout_of(cfg), hw, false);
+}
+
+std::optional<Prediction> check_memory(const Config& cfg, int local_rank, int local_ranks) {
+  if (cfg.plan.preflight == Preflight::Off) return std::nullopt;
+  const std::optional<Hardware> hw = local_memory(cfg, local_rank, local_ranks);
+  if (!hw) return std::nullopt;
+  const Prediction p = predict_own_layout(cfg, *hw);
+  if (p.fits) return p;
+  const auto [term, bytes] = p.memory.biggest();
+  const std::string where = hw->is_cpu ? fmt::format("this machine has {:.2f} GB available for its {} local processes",
+                                                     hw->memory_gb, local_ranks)
+                                       : fmt::format("a rank has {:.2f} GB ({})", p.available / 1e9, hw->name);
+  const std::string message = fmt::format(
+      "parallel: {} is predicted to need {:.2f} GB on the most loaded rank (pipeline stage {}) but {}; the biggest "
+      "term is {} at {:.2f} GB; {}; see `trainer plan` (or plan.preflight=warn)",
+      describe(p.layout), p.memory.total() / 1e9, p.memory.stage, where, term, bytes / 1e9,
+      fitting_alternative(trainer_assumptions(cfg), p.layout, *hw));
+  if (cfg.plan.preflight == Preflight::Error) throw ConfigError(message);
+  spdlog::warn("{}", message);
+  return p;
 }
 
 }  // namespace trainer::plan

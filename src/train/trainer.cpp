@@ -206,7 +206,8 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   const double tokens_per_step = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
   const double loss_scale = 1.0 / tokens_per_step;
   metrics::StepLogger logger(cfg, comm, runner.holds_loss() && me.dp == 0 && me.tp == 0);
-  const plan::Prediction predicted = plan::predict(cfg, plan::layout_of(cfg), plan::local_memory(cfg, job.local_world_size));
+  const plan::Prediction predicted = plan::predict_own_layout(
+      cfg, plan::local_memory(cfg, job.local_rank, job.local_world_size).value_or(plan::Hardware{}));
   logger.startup(model.params(), optimizer.state_bytes(), microbatches, predicted.stage_totals[me.pp]);
   if (p.pp > 1 && microbatches < p.pp && comm.rank() == 0)
     spdlog::warn("{} microbatches for {} pipeline stages: the bubble ({:.0f}%) dominates; raise "

@@ -85,7 +85,18 @@ TEST_CASE("plan: the pre-flight refuses a run that cannot fit, before any alloca
   INFO(r.output);
   CHECK(r.code == 2);
   CHECK(r.output.find("the biggest term is activations") != std::string::npos);
-  CHECK(r.output.find("a layout that fits: --set parallel.micro_batch_size=") != std::string::npos);
+  const auto at = r.output.find("a layout that fits: ");
+  REQUIRE(at != std::string::npos);
+  // The suggested settings do fit: check-config accepts them.
+  std::vector<std::string> fixed = args;
+  fixed[0] = "check-config";
+  std::istringstream suggestion(r.output.substr(at + 20, r.output.find(" (predicted", at) - at - 20));
+  for (std::string flag, value; suggestion >> flag >> value;) fixed.insert(fixed.end(), {flag, value});
+  CHECK(fixed.size() > args.size());
+  CHECK(r.output.find("--set parallel.micro_batch_size=", at) != std::string::npos);
+  const auto refit = testing::trainer(fixed, 120);
+  INFO(refit.output);
+  CHECK(refit.code == 0);
   // check-config prints the prediction of a run that fits.
   const auto ok = testing::trainer({"check-config", tiny}, 60);
   CHECK(ok.code == 0);
@@ -106,8 +117,30 @@ TEST_CASE("plan: --gpu cpu measures this machine and answers in JSON", "[plan][m
                                   "m=l['memory_gb']; t=l['time_s']; "
                                   "assert abs(sum(m[k] for k in ['weights','gradients','optimizer','activations','logits','buffers','runtime']) - m['total']) < 1e-6; "
                                   "assert abs(sum(t[k] for k in ['compute','tp_comm','pp_comm','bubble','dp_exposed','optimizer']) - t['step']) < 1e-9; "
-                                  "assert l['tokens_per_s'] > 0 and 0 < l['mfu'] < 1; print('ok')\" " +
+                                  "assert l['tokens_per_s'] > 0 and 0 < l['mfu'] < 1; "
+                                  "assert 'null' not in open(sys.argv[1]).read(); print('ok')\" " +
                                   dir.file("plan.json"));
   INFO(r.output << check.output);
   CHECK(check.code == 0);
+}
+
+TEST_CASE("plan: bench-comm on its own starts two processes and reports Gloo's figures", "[plan][mp]") {
+  const auto r = testing::trainer({"bench-comm"}, 120);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.output, m, std::regex("latency ([0-9.e+-]+) us per step, bandwidth ([0-9.e+-]+) GB/s")));
+  CHECK(std::stod(m[1]) > 0);
+  CHECK(std::stod(m[2]) > 0.01);
+}
+
+TEST_CASE("plan: a run with plan.assumptions=megatron trains and logs trainer's own prediction", "[plan][mp]") {
+  const auto r = testing::trainer({"launch", "--nproc", "2", "--", "train", testing::source_dir() + "/configs/tiny.yaml",
+                                   "--set", "parallel.dp=1", "--set", "parallel.pp=2", "--set", "parallel.tp=1", "--set",
+                                   "train.steps=2", "--set", "plan.assumptions=megatron"}, 120);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto predicted = numbers_after(r.output, "predicted peak memory per rank");
+  REQUIRE(predicted.size() == 2);
+  CHECK(predicted[0] > 300);  // trainer's model includes the process (plan.cpu_process_mb)
 }
