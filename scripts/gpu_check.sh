@@ -48,6 +48,8 @@ bench() {  # bench NAME CONFIG SETS...: 20 steps at bf16 on the GPU, metrics int
     sets+=(--set "$s")
   done
   stage "bench_$name" 150 "$T" train "$config" --no-resume "${sets[@]}"
+  # The planner's prediction for the same run on this GPU (all three runs are 1x1x1).
+  "$T" plan "$config" --gpu h200 --layout 1x1x1 --json "${sets[@]}" > "$OUT/$name/plan.json" || true
 }
 bench llama-1b configs/llama-1b.yaml
 bench gpt2-124m configs/gpt2-124m.yaml parallel.dp=1 parallel.pp=1 parallel.tp=1 \
@@ -71,6 +73,12 @@ for name in names:
             "tokens_per_s": med("tokens_per_s"), "mfu": med("mfu"), "tflops": med("tflops_per_rank"),
             "step_s": med("step_s"), "gpu_max_allocated_mb": max(r["gpu_max_allocated_mb"] for r in rows),
             "gpu_max_reserved_mb": max(r["gpu_max_reserved_mb"] for r in rows)}
+        plan = os.path.join(out, name, "plan.json")
+        if os.path.exists(plan) and os.path.getsize(plan):  # trainer plan's prediction (docs/plan.md)
+            p = json.load(open(plan))
+            p = (p["layouts"] + p["not_fitting"])[0]
+            result["benchmarks"][name].update(
+                predicted_memory_gb=p["memory_gb"], predicted_step_s=p["time_s"]["step"], predicted_mfu=p["mfu"])
 result["passed"] = bool(stages) and all(v == "ok" for v in stages.values()) and len(result["benchmarks"]) == len(names)
 json.dump(result, open(os.path.join(out, "gpu_check.json"), "w"), indent=1)
 print(json.dumps(result, indent=1))
