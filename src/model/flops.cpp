@@ -2,10 +2,13 @@
 
 namespace trainer::model {
 
+std::int64_t norm_parameters(const ModelConfig& m) {
+  return m.norm == Norm::LayerNorm && m.bias ? 2LL * m.hidden : m.hidden;
+}
+
 std::int64_t count_parameters(const ModelConfig& m) {
   const std::int64_t h = m.hidden, f = m.ffn, V = m.vocab_size, S = m.seq_len;
-  const bool layernorm_bias = m.norm == Norm::LayerNorm && m.bias;
-  const std::int64_t norm = h + (layernorm_bias ? h : 0);
+  const std::int64_t norm = norm_parameters(m);
   const std::int64_t mlp_in = (m.mlp == Mlp::SwiGlu ? 2 : 1);
   const std::int64_t kv = 2LL * kv_heads_of(m) * (h / m.heads);  // key and value rows
   std::int64_t layer = 2 * norm + h * h + kv * h + h * h + mlp_in * h * f + f * h;

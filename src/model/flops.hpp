@@ -8,6 +8,9 @@
 
 namespace trainer::model {
 
+// Parameters of one norm: its weight, and a bias for a LayerNorm with model.bias.
+std::int64_t norm_parameters(const ModelConfig& m);
+
 // Parameters of the unsharded model (real vocab, not padding; tied embedding counted once).
 std::int64_t count_parameters(const ModelConfig& m);
 

@@ -5,6 +5,7 @@
 
 #include "model/flops.hpp"
 #include "pipeline_parallel/schedule.hpp"
+#include "runtime/device.hpp"
 
 namespace trainer::plan {
 
@@ -75,8 +76,7 @@ LayerShape layer_shape(const ModelConfig& m, int tp) {
   const double mlp_in = m.mlp == Mlp::SwiGlu ? 2 : 1;
   const double q = s.heads_local * s.D, kv = 2 * s.kv_local * s.D;
   s.matmul_params = q * s.h + kv * s.h + q * s.h + mlp_in * s.f / tp * s.h + s.f / tp * s.h;
-  const double norm = m.norm == Norm::LayerNorm && m.bias ? 2 * s.h : s.h;
-  s.params = s.matmul_params + 2 * norm;
+  s.params = s.matmul_params + 2.0 * model::norm_parameters(m);
   if (m.bias) s.params += q + kv + s.h + mlp_in * s.f / tp + s.h;
   return s;
 }
@@ -115,7 +115,7 @@ std::vector<Stage> stages_of(const Config& cfg, const Layout& l, int microbatche
   const LayerShape shape = layer_shape(m, l.tp);
   const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
   const std::vector<int> layers = chunk_layers(cfg, l);
-  const double norm = m.norm == Norm::LayerNorm && m.bias ? 2.0 * m.hidden : m.hidden;
+  const double norm = model::norm_parameters(m);
   std::vector<Stage> stages(l.pp);
   for (int s = 0; s < l.pp; ++s) {
     Stage& st = stages[s];
@@ -341,7 +341,7 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   double share = 1, contended = 1, all_contended = 1;  // the last: every rank at once (optimizer)
   if (hw.is_cpu) {
     const double cores = std::max(1, hw.cores);
-    const double threads = cfg.runtime.threads > 0 ? cfg.runtime.threads : std::max(1.0, std::floor(cores / ranks_per_node));
+    const double threads = runtime::threads_per_rank(cfg.runtime, ranks_per_node);
     share = std::min(1.0, threads / cores);
     contended = std::max(1.0, ranks_per_node * (1 - bubble_fraction) * threads / cores);
     all_contended = std::max(1.0, ranks_per_node * threads / cores);

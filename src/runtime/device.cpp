@@ -2,7 +2,9 @@
 
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #ifdef TRAINER_WITH_CUDA
 #include <ATen/cuda/CUDAContextLight.h>
@@ -18,6 +20,12 @@ int gpu_count() {
 #else
   return 0;
 #endif
+}
+
+int threads_per_rank(const RuntimeConfig& r, int local_ranks) {
+  if (r.threads > 0) return r.threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_ranks));
 }
 
 c10::Device choose_device(DeviceKind setting, int local_rank) {

@@ -13,6 +13,10 @@ namespace trainer::runtime {
 // CUDA devices this process sees (0 in a CPU-only build).
 int gpu_count();
 
+// Intra-op threads of a process: runtime.threads, or this machine's cores ÷ `local_ranks`
+// (at least 1).
+int threads_per_rank(const RuntimeConfig& r, int local_ranks);
+
 // Resolves runtime.device: auto is CUDA when this process sees a GPU, else the CPU. Throws
 // std::runtime_error when cuda is asked for and no GPU is visible.
 c10::Device choose_device(DeviceKind setting, int local_rank);

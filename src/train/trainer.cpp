@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <thread>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/shards.hpp"
@@ -146,11 +145,6 @@ void inject_test_faults(const TrainOptions& opts, int step, data_parallel::DataP
 
 }  // namespace
 
-int threads_for(const Config& cfg, const distributed::JobEnv& job) {
-  if (cfg.runtime.threads > 0) return cfg.runtime.threads;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, job.local_world_size));
-}
 
 // runtime.backend "auto": NCCL when the ranks compute on CUDA and each has a GPU of its own
 // (NCCL refuses two ranks on one device), else Gloo.
@@ -163,7 +157,7 @@ bool use_nccl(const Config& cfg, const distributed::JobEnv& job, const c10::Devi
 }
 
 std::unique_ptr<distributed::Comm> join(const Config& cfg, const distributed::JobEnv& job) {
-  at::set_num_threads(threads_for(cfg, job));
+  at::set_num_threads(runtime::threads_per_rank(cfg.runtime, job.local_world_size));
   at::set_num_interop_threads(1);
   const auto& p = cfg.parallel;
   distributed::Grid grid(p.dp, p.pp, p.tp, kv_replicas_of(cfg.model, p.tp));
