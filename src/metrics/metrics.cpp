@@ -16,12 +16,7 @@
 
 namespace trainer::metrics {
 
-namespace {
-
-// JSON has no NaN or infinity: a non-finite figure is written as null.
 std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : "null"; }
-
-}  // namespace
 
 Throughput throughput(const ModelConfig& m, double tokens_per_step, double step_seconds,
                       int world_size, double peak_tflops) {

@@ -41,6 +41,10 @@ Throughput throughput(const ModelConfig& m, double tokens_per_step, double step_
 
 double peak_rss_mb();
 
+// A number as JSON writes it: 9 significant digits; JSON has no NaN or infinity, so a
+// non-finite figure is null.
+std::string json_number(double x);
+
 class StepLogger {
  public:
   // `prints` is true on the one rank that owns the loss and reports it.

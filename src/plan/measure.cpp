@@ -16,13 +16,13 @@
 #include "distributed/grid.hpp"
 #include "distributed/launcher.hpp"
 #include "metrics/peak.hpp"
+#include "runtime/clock.hpp"
 
 namespace trainer::plan {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using runtime::Clock;
+using runtime::seconds_since;
 
 // Median seconds of `repeats` all-reduces of `bytes` (after one untimed).
 double time_all_reduce(distributed::Group& world, std::int64_t bytes, int repeats) {

@@ -40,18 +40,32 @@ std::string describe(const Layout& l) {
   return s;
 }
 
-double Memory::total() const { return weights + gradients + optimizer + activations + logits + buffers + runtime; }
-
-std::pair<std::string, double> Memory::biggest() const {
-  const std::pair<std::string, double> terms[] = {{"weights", weights},         {"gradients", gradients},
-                                                  {"optimizer state", optimizer}, {"activations", activations},
-                                                  {"logits", logits},           {"buffers", buffers},
-                                                  {"runtime", runtime}};
-  return *std::max_element(std::begin(terms), std::end(terms),
-                           [](const auto& a, const auto& b) { return a.second < b.second; });
+std::vector<std::pair<const char*, double>> Memory::terms() const {
+  return {{"weights", weights}, {"gradients", gradients}, {"optimizer", optimizer}, {"activations", activations},
+          {"logits", logits},   {"buffers", buffers},     {"runtime", runtime}};
 }
 
-double Time::step() const { return compute + tp_comm + pp_comm + bubble + dp_exposed + optimizer; }
+double Memory::total() const {
+  double sum = 0;
+  for (const auto& [name, bytes] : terms()) sum += bytes;
+  return sum;
+}
+
+std::pair<std::string, double> Memory::biggest() const {
+  const auto all = terms();
+  return *std::max_element(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+}
+
+std::vector<std::pair<const char*, double>> Time::terms() const {
+  return {{"compute", compute},       {"tp_comm", tp_comm},       {"pp_comm", pp_comm},
+          {"bubble", bubble},         {"dp_exposed", dp_exposed}, {"optimizer", optimizer}};
+}
+
+double Time::step() const {
+  double sum = 0;
+  for (const auto& [name, seconds] : terms()) sum += seconds;
+  return sum;
+}
 
 namespace {
 

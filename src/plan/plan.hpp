@@ -39,6 +39,8 @@ struct Memory {
   double buffers = 0;      // pipeline receive buffers, reduced-precision gradient copies
   double runtime = 0;      // the process (CPU) or the CUDA context and NCCL (GPU)
   int stage = 0;           // the pipeline stage of that rank
+  // Every term by name ("weights", ... "runtime"), the names the JSON report uses.
+  std::vector<std::pair<const char*, double>> terms() const;
   double total() const;
   std::pair<std::string, double> biggest() const;  // the largest term's name and bytes
 };
@@ -51,6 +53,8 @@ struct Time {
   double bubble = 0;      // pipeline fill and drain
   double dp_exposed = 0;  // the gradient reduction backward does not hide, and ZeRO-1's parameter gather
   double optimizer = 0;   // gradient norm and AdamW
+  // Every term by name ("compute", ... "optimizer"), the names the JSON report uses.
+  std::vector<std::pair<const char*, double>> terms() const;
   double step() const;
 };
 

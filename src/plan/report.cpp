@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "metrics/metrics.hpp"
+
 namespace trainer::plan {
 namespace {
+
+using metrics::json_number;
 
 double gb(double bytes) { return bytes / 1e9; }
 
@@ -26,7 +30,12 @@ std::string why_not(const Prediction& p) {
                      term, gb(bytes));
 }
 
-std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : "null"; }
+// {"name": value, ...} of `terms`, each divided by `unit`, then `extra` members.
+std::string json_members(const std::vector<std::pair<const char*, double>>& terms, double unit, const std::string& extra) {
+  std::string out = "{";
+  for (const auto& [name, value] : terms) out += fmt::format("\"{}\": {}, ", name, json_number(value / unit));
+  return out + extra + "}";
+}
 
 std::string json_of(const Prediction& p) {
   const Layout& l = p.layout;
@@ -34,18 +43,22 @@ std::string json_of(const Prediction& p) {
   const Time& t = p.time;
   return fmt::format(
       "{{\"dp\": {}, \"pp\": {}, \"tp\": {}, \"virtual_stages\": {}, \"micro_batch_size\": {}, \"schedule\": \"{}\", "
-      "\"recompute\": \"{}\", \"zero_stage\": {}, \"sequence_parallel\": {}, "
-      "\"memory_gb\": {{\"weights\": {}, \"gradients\": {}, \"optimizer\": {}, \"activations\": {}, \"logits\": {}, "
-      "\"buffers\": {}, \"runtime\": {}, \"total\": {}, \"available\": {}, \"stage\": {}}}, \"fits\": {}, "
-      "\"time_s\": {{\"compute\": {}, \"tp_comm\": {}, \"pp_comm\": {}, \"bubble\": {}, \"dp_exposed\": {}, "
-      "\"optimizer\": {}, \"step\": {}}}, \"tokens_per_s\": {}, \"model_tflops\": {}, \"hardware_tflops\": {}, \"mfu\": {}}}",
+      "\"recompute\": \"{}\", \"zero_stage\": {}, \"sequence_parallel\": {}, \"memory_gb\": {}, \"fits\": {}, "
+      "\"time_s\": {}, \"tokens_per_s\": {}, \"model_tflops\": {}, \"hardware_tflops\": {}, \"mfu\": {}}}",
       l.dp, l.pp, l.tp, l.virtual_stages, l.micro_batch_size, name_of(l.schedule), name_of(l.recompute), l.zero_stage,
-      l.sequence_parallel ? "true" : "false", json_number(gb(m.weights)), json_number(gb(m.gradients)),
-      json_number(gb(m.optimizer)), json_number(gb(m.activations)), json_number(gb(m.logits)), json_number(gb(m.buffers)),
-      json_number(gb(m.runtime)), json_number(gb(m.total())), json_number(gb(p.available)), m.stage,
-      p.fits ? "true" : "false", json_number(t.compute), json_number(t.tp_comm), json_number(t.pp_comm),
-      json_number(t.bubble), json_number(t.dp_exposed), json_number(t.optimizer), json_number(t.step()),
+      l.sequence_parallel ? "true" : "false",
+      json_members(m.terms(), 1e9,
+                   fmt::format("\"total\": {}, \"available\": {}, \"stage\": {}", json_number(gb(m.total())),
+                               json_number(gb(p.available)), m.stage)),
+      p.fits ? "true" : "false", json_members(t.terms(), 1, "\"step\": " + json_number(t.step())),
       json_number(p.tokens_per_s), json_number(p.model_tflops), json_number(p.hardware_tflops), json_number(p.mfu));
+}
+
+// "name value  name value ..." of `terms`, each divided by `unit`.
+std::string text_terms(const std::vector<std::pair<const char*, double>>& terms, double unit, const char* format) {
+  std::string out;
+  for (const auto& [name, value] : terms) out += fmt::format(fmt::runtime(std::string("  {} ") + format), name, value / unit);
+  return out;
 }
 
 }  // namespace
@@ -99,13 +112,12 @@ std::string breakdown(const Prediction& p) {
   return fmt::format(
       "layout {}\n"
       "memory per rank (most loaded: pipeline stage {}), GB:\n"
-      "  weights {:.3f}  gradients {:.3f}  optimizer {:.3f}  activations {:.3f}  logits {:.3f}  buffers {:.3f}  runtime {:.3f}\n"
+      "{}\n"
       "  total {:.3f} of {:.3f} available: {}\n"
-      "step time, s: compute {:.4f}  tp_comm {:.4f}  pp_comm {:.4f}  bubble {:.4f}  dp_exposed {:.4f}  optimizer {:.4f}  = {:.4f}\n"
+      "step time, s:{}  = {:.4f}\n"
       "tokens/s {:.0f}  model TFLOP/s per device {:.3f}  hardware TFLOP/s {:.3f}  MFU {:.1f}%\n",
-      describe(p.layout), m.stage, gb(m.weights), gb(m.gradients), gb(m.optimizer), gb(m.activations), gb(m.logits),
-      gb(m.buffers), gb(m.runtime), gb(m.total()), gb(p.available), p.fits ? "fits" : "does NOT fit", t.compute,
-      t.tp_comm, t.pp_comm, t.bubble, t.dp_exposed, t.optimizer, t.step(), p.tokens_per_s, p.model_tflops,
+      describe(p.layout), m.stage, text_terms(m.terms(), 1e9, "{:.3f}"), gb(m.total()), gb(p.available),
+      p.fits ? "fits" : "does NOT fit", text_terms(t.terms(), 1, "{:.4f}").substr(1), t.step(), p.tokens_per_s, p.model_tflops,
       p.hardware_tflops, 100 * p.mfu);
 }
 
