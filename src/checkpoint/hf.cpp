@@ -19,6 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The tensor names and layouts of a file: Llama's (also Mistral's and Qwen2's, the same
+// modules) or GPT-2's.
 enum class Family { Llama, Gpt2 };
 
 [[noreturn]] void refuse(const std::string& dir, const std::string& what) {
@@ -76,17 +78,76 @@ class HfConfig {
   std::set<std::string> used_;
 };
 
-Family family_of(const std::string& dir, const YAML::Node& root) {
+// The Hugging Face classes read: the architecture and its model_type.
+struct Architecture {
+  const char* name;
+  const char* model_type;
+  Family family;
+};
+constexpr Architecture kArchitectures[] = {{"LlamaForCausalLM", "llama", Family::Llama},
+                                           {"MistralForCausalLM", "mistral", Family::Llama},
+                                           {"Qwen2ForCausalLM", "qwen2", Family::Llama},
+                                           {"GPT2LMHeadModel", "gpt2", Family::Gpt2}};
+
+// config.json's architecture (from "architectures", else "model_type").
+const Architecture& architecture_of(const std::string& dir, const YAML::Node& root) {
   std::string arch;
   if (root["architectures"] && root["architectures"].IsSequence() && root["architectures"].size() == 1)
     arch = root["architectures"][0].as<std::string>();
-  const std::string type = root["model_type"] ? root["model_type"].as<std::string>() : "";
-  if (arch == "LlamaForCausalLM" || (arch.empty() && type == "llama")) return Family::Llama;
-  if (arch == "GPT2LMHeadModel" || (arch.empty() && type == "gpt2")) return Family::Gpt2;
-  refuse(dir, "architecture '" + (arch.empty() ? type : arch) + "' is not supported (LlamaForCausalLM and GPT2LMHeadModel are)");
+  const std::string type = root["model_type"] && !root["model_type"].IsNull() ? root["model_type"].as<std::string>() : "";
+  std::string known;
+  for (const Architecture& a : kArchitectures) {
+    if (arch == a.name || (arch.empty() && type == a.model_type)) return a;
+    known += std::string(known.empty() ? "" : ", ") + a.name;
+  }
+  refuse(dir, "architecture '" + (arch.empty() ? type : arch) + "' is not supported (" + known + " are)");
 }
 
-ModelConfig llama_config(HfConfig& c, const std::string& dir) {
+// rope_scaling: null or rope_type "default" is none; "llama3" is Llama 3.1's; others change the
+// model in ways trainer does not implement.
+void read_rope_scaling(HfConfig& c, const std::string& dir, ModelConfig& m) {
+  const YAML::Node r = c.node("rope_scaling");
+  if (!r || r.IsNull()) return;
+  const std::string type = r["rope_type"] ? r["rope_type"].as<std::string>() : r["type"] ? r["type"].as<std::string>() : "";
+  if (type == "default") return;
+  if (type != "llama3")
+    refuse(dir, "config.json rope_scaling type '" + type + "' is not supported (llama3 and default are; null means none)");
+  for (const auto& entry : r) {
+    const std::string key = entry.first.as<std::string>();
+    if (key == "rope_type" || key == "type") continue;
+    const double v = entry.second.as<double>();
+    if (key == "factor") m.rope_factor = v;
+    else if (key == "low_freq_factor") m.rope_low_freq_factor = v;
+    else if (key == "high_freq_factor") m.rope_high_freq_factor = v;
+    else if (key == "original_max_position_embeddings") m.rope_original_max_positions = static_cast<int>(v);
+    else refuse(dir, "config.json rope_scaling field '" + key + "' is not supported");
+  }
+  m.rope_scaling = RopeScaling::Llama3;
+}
+
+// Sliding-window attention changes the model only for windows shorter than the sequence:
+// Mistral's sliding_window (null: none), Qwen2's use_sliding_window (then sliding_window and
+// max_window_layers say where) and layer_types.
+void require_full_attention(HfConfig& c, const std::string& dir, const Architecture& a, const ModelConfig& m) {
+  const std::string name = a.name;
+  if (name == "MistralForCausalLM") {
+    const int window = c.get<int>("sliding_window", m.seq_len);
+    if (window < m.seq_len)
+      refuse(dir, "config.json sliding_window " + std::to_string(window) + " is shorter than max_position_embeddings " +
+                      std::to_string(m.seq_len) + "; trainer's attention sees every earlier token (no sliding window)");
+  }
+  if (name == "Qwen2ForCausalLM") {
+    c.require<bool>("use_sliding_window", false, "trainer's attention sees every earlier token (no sliding window)");
+    c.node("sliding_window"), c.node("max_window_layers");  // unused without use_sliding_window
+  }
+  const YAML::Node types = c.node("layer_types");
+  if (types && types.IsSequence())
+    for (const auto& t : types)
+      if (t.as<std::string>() != "full_attention")
+        refuse(dir, "config.json layer_types has '" + t.as<std::string>() + "'; trainer's layers are full_attention");
+}
+
+ModelConfig llama_config(HfConfig& c, const std::string& dir, const Architecture& arch) {
   ModelConfig m;
   m.positions = Positions::Rope;
   m.norm = Norm::RmsNorm;
@@ -106,27 +167,14 @@ ModelConfig llama_config(HfConfig& c, const std::string& dir) {
     refuse(dir, "config.json has attention_bias = " + std::string(attention_bias ? "true" : "false") + " but mlp_bias = " +
                     (mlp_bias ? "true" : "false") + "; trainer's model.bias covers both");
   m.bias = attention_bias;
+  m.qkv_bias = std::string(arch.name) == "Qwen2ForCausalLM";  // Qwen2: q, k, v biases, none elsewhere
   m.init_std = c.get<double>("initializer_range", 0.02);
   c.require<std::string>("hidden_act", "silu", "trainer's SwiGLU uses silu");
   c.require<int>("head_dim", m.hidden / m.heads, "trainer's head dimension is hidden_size / num_attention_heads");
   c.require<int>("pretraining_tp", 1, "it changes how the projections are computed");
   c.require<double>("attention_dropout", 0.0, "trainer's model.dropout applies to every dropout site");
-  if (c.has("rope_scaling")) {
-    const YAML::Node r = c.node("rope_scaling");
-    const std::string type = r["rope_type"] ? r["rope_type"].as<std::string>() : r["type"] ? r["type"].as<std::string>() : "";
-    if (type != "llama3") refuse(dir, "config.json rope_scaling type '" + type + "' is not supported (llama3 is)");
-    for (const auto& entry : r) {
-      const std::string key = entry.first.as<std::string>();
-      if (key == "rope_type" || key == "type") continue;
-      const double v = entry.second.as<double>();
-      if (key == "factor") m.rope_factor = v;
-      else if (key == "low_freq_factor") m.rope_low_freq_factor = v;
-      else if (key == "high_freq_factor") m.rope_high_freq_factor = v;
-      else if (key == "original_max_position_embeddings") m.rope_original_max_positions = static_cast<int>(v);
-      else refuse(dir, "config.json rope_scaling field '" + key + "' is not supported");
-    }
-    m.rope_scaling = RopeScaling::Llama3;
-  }
+  read_rope_scaling(c, dir, m);
+  require_full_attention(c, dir, arch, m);
   return m;
 }
 
@@ -235,7 +283,7 @@ std::vector<std::pair<std::string, at::Tensor>> pack_attention(Family f, const M
   std::vector<std::pair<std::string, at::Tensor>> out;
   const std::string p = "layers." + std::to_string(l) + ".attn.";
   for (const std::string kind : {"weight", "bias"}) {
-    if (kind == "bias" && !m.bias) continue;
+    if (kind == "bias" && !m.bias && !m.qkv_bias) continue;
     const auto [k, v] = split_kv(t.at(p + "kv." + kind), kv_heads_of(m));
     const at::Tensor q = t.at(p + "q." + kind);
     if (f == Family::Llama) {
@@ -256,7 +304,7 @@ void unpack_attention(Family f, const ModelConfig& m, int l, std::map<std::strin
   const std::string p = "layers." + std::to_string(l) + ".attn.";
   const int64_t D = m.hidden / m.heads, kv = kv_heads_of(m);
   for (const std::string kind : {"weight", "bias"}) {
-    if (kind == "bias" && !m.bias) continue;
+    if (kind == "bias" && !m.bias && !m.qkv_bias) continue;
     at::Tensor q, k, v;
     if (f == Family::Llama) {
       const std::string h = "model.layers." + std::to_string(l) + ".self_attn.";
@@ -299,14 +347,21 @@ std::string config_json(Family f, const ModelConfig& m) {
   std::ostringstream j;
   auto b = [](bool v) { return v ? "true" : "false"; };
   if (f == Family::Llama) {
-    j << "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+    // Biases on q, k and v alone are Qwen2's model; Llama's attention_bias covers o_proj too.
+    const bool qwen2 = m.qkv_bias && !m.bias;
+    j << (qwen2 ? "{\n  \"architectures\": [\"Qwen2ForCausalLM\"],\n  \"model_type\": \"qwen2\",\n"
+                : "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n")
       << "  \"hidden_size\": " << m.hidden << ",\n  \"intermediate_size\": " << m.ffn << ",\n"
       << "  \"num_hidden_layers\": " << m.layers << ",\n  \"num_attention_heads\": " << m.heads << ",\n"
-      << "  \"num_key_value_heads\": " << kv_heads_of(m) << ",\n  \"head_dim\": " << m.hidden / m.heads << ",\n"
+      << "  \"num_key_value_heads\": " << kv_heads_of(m) << ",\n"
       << "  \"vocab_size\": " << m.vocab_size << ",\n  \"max_position_embeddings\": " << m.seq_len << ",\n"
       << "  \"rms_norm_eps\": " << json_number(m.norm_eps) << ",\n  \"rope_theta\": " << json_number(m.rope_theta) << ",\n"
-      << "  \"hidden_act\": \"silu\",\n  \"attention_bias\": " << b(m.bias) << ",\n  \"mlp_bias\": " << b(m.bias) << ",\n"
+      << "  \"hidden_act\": \"silu\",\n"
       << "  \"tie_word_embeddings\": " << b(m.tied_embeddings) << ",\n  \"initializer_range\": " << json_number(m.init_std) << ",\n";
+    if (qwen2)
+      j << "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n  \"max_window_layers\": " << m.layers << ",\n";
+    else
+      j << "  \"head_dim\": " << m.hidden / m.heads << ",\n  \"attention_bias\": " << b(m.bias) << ",\n  \"mlp_bias\": " << b(m.bias) << ",\n";
     if (m.rope_scaling == RopeScaling::Llama3)
       j << "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": " << json_number(m.rope_factor)
         << ", \"low_freq_factor\": " << json_number(m.rope_low_freq_factor) << ", \"high_freq_factor\": "
@@ -385,9 +440,10 @@ YAML::Node load_config_json(const std::string& dir) {
 // The family and model of a Hugging Face directory's config.json, checked.
 std::pair<Family, ModelConfig> hf_model_of(const std::string& dir) {
   const YAML::Node root = load_config_json(dir);
-  const Family f = family_of(dir, root);
+  const Architecture& arch = architecture_of(dir, root);
+  const Family f = arch.family;
   HfConfig c(dir, root);
-  const ModelConfig m = f == Family::Llama ? llama_config(c, dir) : gpt2_config(c, dir);
+  const ModelConfig m = f == Family::Llama ? llama_config(c, dir, arch) : gpt2_config(c, dir);
   c.check_all_used();
   Config check;
   check.model = m;

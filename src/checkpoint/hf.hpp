@@ -1,6 +1,8 @@
 // Hugging Face checkpoints in and out: LlamaForCausalLM (grouped-query attention, Llama 3.1
-// RoPE scaling, tied or untied) and GPT2LMHeadModel, as `save_pretrained` writes them:
-// config.json and model.safetensors, or shards listed in model.safetensors.index.json.
+// RoPE scaling, tied or untied), MistralForCausalLM without a sliding window (Llama's math,
+// written back as LlamaForCausalLM), Qwen2ForCausalLM (Llama with q, k, v biases:
+// model.qkv_bias) and GPT2LMHeadModel, as `save_pretrained` writes them: config.json and
+// model.safetensors, or shards listed in model.safetensors.index.json.
 //
 // Names and layouts (trainer <- Hugging Face):
 //   embedding.weight            model.embed_tokens.weight        | transformer.wte.weight

@@ -231,6 +231,7 @@ int cmd_verify(const std::string& path, std::vector<std::string> sets, const std
     const std::string name = std::to_string(l[0]) + "x" + std::to_string(l[1]) + "x" + std::to_string(l[2]);
     distributed::LaunchOptions o;
     o.nproc = l[0] * l[1] * l[2];
+    o.worker_bytes = PlanConfig{}.cpu_process_mb * 1e6;
     o.args = {"train", path, "--dump", root + "/" + name};
     for (const auto& s : sets) o.args.insert(o.args.end(), {"--set", s});
     for (const auto& s : {"parallel.dp=" + std::to_string(l[0]), "parallel.pp=" + std::to_string(l[1]),
@@ -461,7 +462,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*import) {
-      std::cout << "wrote " << checkpoint::import_hf(import_dir, import_out) << std::endl;
+      const std::string step = checkpoint::import_hf(import_dir, import_out);  // throws before anything is printed
+      std::cout << "wrote " << step << std::endl;
       return 0;
     }
     if (*eval) return cmd_eval(eopts, eval_sets);
@@ -472,6 +474,7 @@ int main(int argc, char** argv) {
     if (*prepare) return data::prepare_data(popts);
     if (*launch) {
       lopts.args = command;
+      lopts.worker_bytes = PlanConfig{}.cpu_process_mb * 1e6;  // the smallest trainer process, measured
       return distributed::launch_local(lopts);
     }
   } catch (const BadInput& e) {

@@ -247,6 +247,8 @@ const std::vector<Field>& schema() {
       field("model.tied_embeddings", &C::model, &ModelConfig::tied_embeddings,
             "output head shares the input embedding"),
       field("model.bias", &C::model, &ModelConfig::bias, "biases in linear layers and norms"),
+      field("model.qkv_bias", &C::model, &ModelConfig::qkv_bias,
+            "biases on the query, key and value projections only (Qwen2's); implied by model.bias"),
       field("model.dropout", &C::model, &ModelConfig::dropout, "dropout probability"),
       field("model.init_std", &C::model, &ModelConfig::init_std, "std of the normal init"),
       field("model.norm_eps", &C::model, &ModelConfig::norm_eps, "epsilon of the norms"),

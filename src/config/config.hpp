@@ -48,6 +48,7 @@ struct ModelConfig {
   Mlp mlp = Mlp::Gelu;
   bool tied_embeddings = true;
   bool bias = true;
+  bool qkv_bias = false;  // biases on the query, key and value projections only (Qwen2); implied by bias
   double dropout = 0.0;
   double init_std = 0.02;
   double norm_eps = 1e-5;

@@ -270,6 +270,16 @@ void check_options(const PrepareOptions& o) {
   if (o.output.empty() || o.output.back() == '/') throw DataError("--output must be a file prefix, e.g. data/corpus");
 }
 
+// The directory of the --output prefix, created if missing: a path that cannot hold files is
+// bad input, named, before any tokenizing (the .bin's creation checks writability next).
+void make_output_directory(const std::string& prefix) {
+  const fs::path parent = fs::path(prefix).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw DataError("--output " + prefix + ": cannot create the directory " + parent.string() + ": " + ec.message());
+}
+
 // Validation documents: the last `fraction` of them, rounded, at least one and leaving one.
 size_t validation_count(size_t documents, double fraction) {
   if (documents < 2)
@@ -303,8 +313,7 @@ void run(const PrepareOptions& o) {
   DocumentReader reader(list_files(o.inputs));
   const int workers = o.workers > 0 ? o.workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const TokenType type = token_type_for_vocab(tokenizer->vocab_size());
-  const fs::path parent = fs::path(o.output).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
+  make_output_directory(o.output);
 
   const bool split = o.val_fraction > 0;
   const std::string train_prefix = split ? o.output + "_train" : o.output;

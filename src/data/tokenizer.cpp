@@ -161,7 +161,6 @@ struct BpeVocabulary {
   std::unordered_map<std::string, std::int32_t> encoder;
   std::string encoder_where;
   std::vector<Merge> merges;
-  std::string merges_where;
   std::string eod;  // the end-of-document token's string
   std::string split_pattern;   // tokenizer.json's Split regex; empty: GPT-2's (gpt2_pretokenize)
   bool ignore_merges = false;  // a piece that is itself a token is that token (Llama 3)
@@ -179,7 +178,6 @@ void add_token(BpeVocabulary& v, const std::string& token, std::int64_t id) {
 BpeVocabulary read_gpt2_files(const std::string& encoder_json, const std::string& merges_file) {
   BpeVocabulary v;
   v.encoder_where = encoder_json;
-  v.merges_where = merges_file;
   v.eod = "<|endoftext|>";
   try {
     const std::string text = read_file(encoder_json);
@@ -363,7 +361,7 @@ void add_hf_added_tokens(const std::vector<AddedToken>& added, BpeVocabulary& v)
 // A Hugging Face tokenizer.json of a GPT-2-style byte-level BPE.
 BpeVocabulary read_hf_tokenizer(const std::string& path) {
   BpeVocabulary v;
-  v.encoder_where = v.merges_where = path;
+  v.encoder_where = path;
   try {
     const std::string text = read_file(path);
     JsonReader json(text);
@@ -409,7 +407,7 @@ class Gpt2Tokenizer : public Tokenizer {
     ignore_merges_ = v.ignore_merges;
     encoder_ = std::move(v.encoder);
     build_decoder(v.encoder_where);
-    build_merges(v.merges, v.merges_where);
+    build_merges(v.merges);
     eod_ = token_id(v.encoder_where, v.eod);
   }
 
@@ -477,38 +475,23 @@ class Gpt2Tokenizer : public Tokenizer {
     return it->second;
   }
 
-  void build_merges(const std::vector<BpeVocabulary::Merge>& lines, const std::string& where) {
-    std::vector<std::array<std::int32_t, 3>> merges;  // left, right, merged
-    for (const auto& m : lines)
-      merges.push_back({token_id(m.where, m.left), token_id(m.where, m.right), token_id(m.where, m.left + m.right)});
-    check_merge_order(where, merges);
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-      const auto& m = merges[rank];
-      merges_[pair_key(m[0], m[1])] = {static_cast<std::int32_t>(rank), m[2]};
-    }
-  }
-
-  // bpe() applies merges one at a time by (rank, position). That equals the reference's
-  // "merge every occurrence of the best pair, then look again" only if merging never creates a
-  // pair that outranks the merge that made it: a merge may use only tokens that every merge
-  // creating them precedes. BPE training writes files that way (a merge can only use tokens
-  // learned before it); checked here rather than assumed.
-  static void check_merge_order(const std::string& path, const std::vector<std::array<std::int32_t, 3>>& merges) {
-    std::unordered_map<std::int32_t, size_t> created;  // token -> rank of its last creating merge
-    for (size_t rank = 0; rank < merges.size(); ++rank) created[merges[rank][2]] = rank;
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-      for (int side = 0; side < 2; ++side) {
-        const auto it = created.find(merges[rank][side]);
-        if (it != created.end() && it->second >= rank)
-          throw DataError(path + ": merge " + std::to_string(rank + 1) +
-                          " uses a token that a later merge creates; merges must be in the order they were learned");
-      }
+  // A pair listed twice keeps its last rank, as in Hugging Face tokenizers.
+  void build_merges(const std::vector<BpeVocabulary::Merge>& lines) {
+    for (size_t rank = 0; rank < lines.size(); ++rank) {
+      const auto& m = lines[rank];
+      merges_[pair_key(token_id(m.where, m.left), token_id(m.where, m.right))] = {static_cast<std::int32_t>(rank),
+                                                                                  token_id(m.where, m.left + m.right)};
     }
   }
 
   // Byte-pair encoding of one pre-token: starting from its bytes, repeatedly merge the adjacent
-  // pair of best rank (leftmost first). A heap over a linked list keeps this O(n log n): a
-  // piece can be a megabyte of spaces.
+  // pair of best rank present now (leftmost first), including pairs that earlier merges just
+  // made. That is Hugging Face tokenizers' rule (its Word::merge_all) and tiktoken's, and it
+  // assumes no order of the merges: files converted from tiktoken ranks (Llama 3's) list merges
+  // that use a token only a later merge creates. For merges in the order they were learned
+  // (GPT-2's vocab.bpe) it equals encoder.py's "merge every occurrence of the best pair, then
+  // look again", since no merge can then create a pair that outranks it. A heap over a linked
+  // list keeps this O(n log n): a piece can be a megabyte of spaces.
   std::vector<std::int32_t> bpe(std::string_view piece) const {
     struct Symbol {
       std::int32_t id;  // -1 once merged into its left neighbour

@@ -63,7 +63,8 @@ struct TokenizerFiles {
 };
 
 // `kind` "gpt2" is GPT-2's byte-level BPE from either source. encoder.json maps token strings
-// to ids and vocab.bpe lists merges, highest priority first; the end-of-document token is
+// to ids and vocab.bpe lists merges, highest priority first (in any order: a merge may use a
+// token a later merge creates, as in Llama 3's file); the end-of-document token is
 // "<|endoftext|>" (50256). A tokenizer.json must have model.type BPE (no dropout, subword
 // prefix/suffix or byte fallback; ignore_merges as Llama 3 sets it), no normalizer, and a
 // pre_tokenizer that is GPT-2's (ByteLevel with its regex) or Llama 3's (a Sequence of Split by

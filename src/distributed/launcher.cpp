@@ -8,7 +8,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +23,8 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+
+#include "runtime/device.hpp"
 
 namespace trainer::distributed {
 namespace {
@@ -50,11 +55,19 @@ void emit_lines(Worker& w, int rank, bool flush_partial) {
 
 pid_t spawn(int rank, const LaunchOptions& opts, const std::string& store_file, int* out_fd) {
   int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe() failed");
+  if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe() failed: ") + std::strerror(errno));
   const std::string exe = self_executable();
+  const pid_t launcher = getpid();
   pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork() failed");
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw std::runtime_error(std::string("fork() failed: ") + std::strerror(errno));
+  }
   if (pid == 0) {
+    // A worker must not outlive its launcher, even one killed by SIGKILL.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(1);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
@@ -112,6 +125,69 @@ void signal_all(std::vector<Worker>& ws, int sig) {
     if (w.running) kill(w.pid, sig);
 }
 
+// Tasks (processes and threads) of user `uid`, which RLIMIT_NPROC counts.
+long tasks_of_user(uid_t uid) {
+  long n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    struct stat st {};
+    if (name.find_first_not_of("0123456789") != std::string::npos || stat(entry.path().c_str(), &st) != 0 ||
+        st.st_uid != uid)
+      continue;
+    for (const auto& task : std::filesystem::directory_iterator(entry.path() / "task", ec)) n += !task.path().empty();
+  }
+  return n;
+}
+
+long open_files() {
+  long n = 0;
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd", ec)) n += !fd.path().empty();
+  return n;
+}
+
+[[noreturn]] void refuse_nproc(int nproc, const std::string& why, long most) {
+  throw JobEnvError("--nproc " + std::to_string(nproc) + ": this machine cannot hold that many workers: " + why +
+                    "; at most " + std::to_string(std::max(0L, most)) + " fit. (Cores are not a limit: workers may share them.)");
+}
+
+// Refuses a worker count the machine cannot hold, before anything starts: the processes this
+// user may still create (RLIMIT_NPROC, each worker at least one), the files the launcher may
+// open (one pipe per worker) and MemAvailable against `worker_bytes` per worker.
+void check_capacity(int nproc, double worker_bytes) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NPROC, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && geteuid() != 0) {
+    const long free_tasks = static_cast<long>(limit.rlim_cur) - tasks_of_user(geteuid());
+    if (nproc > free_tasks)
+      refuse_nproc(nproc, "RLIMIT_NPROC (ulimit -u) is " + std::to_string(limit.rlim_cur) + " and this user runs " +
+                              std::to_string(limit.rlim_cur - free_tasks) + " tasks", free_tasks);
+  }
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const long free_files = static_cast<long>(limit.rlim_cur) - open_files() - 2;  // a pipe's two ends while spawning
+    if (nproc > free_files)
+      refuse_nproc(nproc, "the launcher keeps one pipe per worker and RLIMIT_NOFILE (ulimit -n) is " +
+                              std::to_string(limit.rlim_cur), free_files);
+  }
+  const double available = runtime::available_memory_bytes();
+  if (worker_bytes > 0 && available > 0 && nproc * worker_bytes > available) {
+    char why[256];
+    std::snprintf(why, sizeof why, "each needs at least %.0f MB (plan.cpu_process_mb) and MemAvailable is %.1f GB",
+                  worker_bytes / 1e6, available / 1e9);
+    refuse_nproc(nproc, why, static_cast<long>(available / worker_bytes));
+  }
+}
+
+// Waits for every worker that is still running (after they were sent SIGKILL).
+void reap(std::vector<Worker>& ws) {
+  for (auto& w : ws) {
+    if (w.running) waitpid(w.pid, nullptr, 0);
+    w.running = false;
+    if (w.out_fd >= 0) close(w.out_fd);
+    w.out_fd = -1;
+  }
+}
+
 int code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -146,32 +222,51 @@ int free_port() {
 int launch_local(const LaunchOptions& given) {
   LaunchOptions opts = given;
   if (opts.nproc < 1) throw JobEnvError("--nproc " + std::to_string(opts.nproc) + ": must be 1 or more");
+  check_capacity(opts.nproc, opts.worker_bytes);
   const StoreDir store;
   struct sigaction sa {};
   sa.sa_handler = remember_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  std::vector<Worker> ws(opts.nproc);
-  for (int r = 0; r < opts.nproc; ++r) ws[r].pid = spawn(r, opts, store.file(), &ws[r].out_fd);
+  // A signal during start-up stops it; a failed start ends the workers already started.
+  std::vector<Worker> ws;
+  ws.reserve(opts.nproc);
+  try {
+    for (int r = 0; r < opts.nproc && g_forward_signal == 0; ++r) {
+      ws.emplace_back();
+      ws.back().pid = spawn(r, opts, store.file(), &ws.back().out_fd);
+    }
+  } catch (const std::exception& e) {
+    ws.pop_back();
+    signal_all(ws, SIGKILL);
+    reap(ws);
+    throw std::runtime_error("cannot start worker " + std::to_string(ws.size()) + " of " + std::to_string(opts.nproc) +
+                             ": " + e.what() + "; the workers already started were ended");
+  }
 
+  const int started = static_cast<int>(ws.size());
   int result = 0;
   bool ending = false;
   auto end_deadline = std::chrono::steady_clock::time_point::max();
-  int running = opts.nproc;
+  int running = started;
   while (running > 0) {
     if (int sig = g_forward_signal.exchange(0)) {
-      signal_all(ws, sig);
       if (!ending) {
+        signal_all(ws, sig);
         ending = true;
         // Workers may take a while to save a checkpoint before leaving: give them the
         // collective timeout's worth, not the failure grace period.
         end_deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+      } else {
+        // A second signal: the user will not wait for that checkpoint.
+        std::cout << "[launcher] second signal: killing the workers" << std::endl;
+        signal_all(ws, SIGKILL);
       }
     }
     std::vector<pollfd> pfds;
     std::vector<int> who;
-    for (int r = 0; r < opts.nproc; ++r)
+    for (int r = 0; r < started; ++r)
       if (ws[r].out_fd >= 0) {
         pfds.push_back({ws[r].out_fd, POLLIN, 0});
         who.push_back(r);
@@ -192,7 +287,7 @@ int launch_local(const LaunchOptions& given) {
         emit_lines(w, who[i], true);
       }
     }
-    for (int r = 0; r < opts.nproc; ++r) {
+    for (int r = 0; r < started; ++r) {
       if (!ws[r].running) continue;
       int status = 0;
       if (waitpid(ws[r].pid, &status, WNOHANG) != ws[r].pid) continue;
@@ -201,13 +296,17 @@ int launch_local(const LaunchOptions& given) {
       --running;
       // A worker that fails while the job is ending on a forwarded signal still fails the job.
       if (ws[r].exit_code != 0 && result == 0) result = ws[r].exit_code;
-      if (ws[r].exit_code != 0 && !ending) {
-        std::cout << "[launcher] rank " << r << " exited with code " << ws[r].exit_code
-                  << "; ending the other workers" << std::endl;
+      if (ws[r].exit_code != 0) {
+        // One worker failing ends the job: the others get SIGTERM and the grace period, also
+        // when they were already ending on a signal (a failed peer will not checkpoint).
+        if (!ending) {
+          std::cout << "[launcher] rank " << r << " exited with code " << ws[r].exit_code
+                    << "; ending the other workers" << std::endl;
+          signal_all(ws, SIGTERM);
+        }
         ending = true;
-        signal_all(ws, SIGTERM);
-        end_deadline = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(static_cast<int>(opts.grace_seconds * 1000));
+        end_deadline = std::min(end_deadline, std::chrono::steady_clock::now() +
+                                                  std::chrono::milliseconds(static_cast<int>(opts.grace_seconds * 1000)));
       }
     }
     if (ending && std::chrono::steady_clock::now() > end_deadline) {
@@ -215,7 +314,7 @@ int launch_local(const LaunchOptions& given) {
       end_deadline = std::chrono::steady_clock::time_point::max();
     }
   }
-  for (int r = 0; r < opts.nproc; ++r) {
+  for (int r = 0; r < started; ++r) {
     if (ws[r].out_fd >= 0) {
       char buf[8192];
       ssize_t n;
@@ -226,6 +325,7 @@ int launch_local(const LaunchOptions& given) {
   }
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  if (started < opts.nproc && result == 0) result = 128 + SIGTERM;  // stopped while starting
   return result;
 }
 

@@ -13,6 +13,7 @@ std::int64_t count_parameters(const ModelConfig& m) {
   const std::int64_t kv = 2LL * kv_heads_of(m) * (h / m.heads);  // key and value rows
   std::int64_t layer = 2 * norm + h * h + kv * h + h * h + mlp_in * h * f + f * h;
   if (m.bias) layer += h + kv + h + mlp_in * f + h;
+  else if (m.qkv_bias) layer += h + kv;
   std::int64_t total = V * h + m.layers * layer + norm;
   if (m.positions == Positions::Learned) total += S * h;
   if (!m.tied_embeddings) total += V * h;

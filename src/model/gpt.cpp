@@ -179,14 +179,15 @@ Norm GPT::make_norm(const std::string& name, int chunk) {
   return n;
 }
 
-ColumnParallelLinear GPT::make_column(const std::string& name, int64_t out, int64_t in, int chunk, int tp_replicas) {
+ColumnParallelLinear GPT::make_column(const std::string& name, int64_t out, int64_t in, int chunk, bool bias,
+                                      int tp_replicas) {
   ParamInfo w{name + ".weight", {out, in}};
   w.shard_dim = 0;
   w.tp_replicas = tp_replicas;
   w.chunk = chunk;
   ColumnParallelLinear l;
   l.weight = add_param(w, {Init::Normal, cfg_.model.init_std});
-  if (cfg_.model.bias) {
+  if (bias) {
     ParamInfo b{name + ".bias", {out}};
     b.shard_dim = 0;
     b.tp_replicas = tp_replicas;
@@ -224,13 +225,14 @@ Block GPT::make_block(int layer, int chunk) {
   Block b;
   b.norm1 = make_norm(p + ".norm1", chunk);
   const int64_t head_dim = m.hidden / m.heads, kv_heads = kv_heads_of(m);
-  b.q = make_column(p + ".attn.q", m.hidden, m.hidden, chunk);
+  const bool qkv_bias = m.bias || m.qkv_bias;
+  b.q = make_column(p + ".attn.q", m.hidden, m.hidden, chunk, qkv_bias);
   // Fewer key/value heads than TP ranks: each is held by a block of tp / kv_heads ranks.
-  b.kv = make_column(p + ".attn.kv", 2 * kv_heads * head_dim, m.hidden, chunk, kv_replicas_of(m, tp_.size()));
+  b.kv = make_column(p + ".attn.kv", 2 * kv_heads * head_dim, m.hidden, chunk, qkv_bias, kv_replicas_of(m, tp_.size()));
   b.proj = make_row(p + ".attn.proj", m.hidden, m.hidden, out_std, chunk);
   b.norm2 = make_norm(p + ".norm2", chunk);
-  b.fc1 = make_column(p + ".mlp.fc1", m.ffn, m.hidden, chunk);
-  if (m.mlp == Mlp::SwiGlu) b.gate = make_column(p + ".mlp.gate", m.ffn, m.hidden, chunk);
+  b.fc1 = make_column(p + ".mlp.fc1", m.ffn, m.hidden, chunk, m.bias);
+  if (m.mlp == Mlp::SwiGlu) b.gate = make_column(p + ".mlp.gate", m.ffn, m.hidden, chunk, m.bias);
   b.fc2 = make_row(p + ".mlp.fc2", m.hidden, m.ffn, out_std, chunk);
   return b;
 }

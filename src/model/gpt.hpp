@@ -94,7 +94,7 @@ class GPT {
   at::Tensor add_param(ParamInfo info, const InitSpec& init);
   Norm make_norm(const std::string& name, int chunk);
   tensor_parallel::ColumnParallelLinear make_column(const std::string& name, int64_t out, int64_t in, int chunk,
-                                                    int tp_replicas = 1);
+                                                    bool bias, int tp_replicas = 1);
   tensor_parallel::RowParallelLinear make_row(const std::string& name, int64_t out, int64_t in, double std, int chunk);
   Block make_block(int layer, int chunk);
 

@@ -17,6 +17,7 @@
 #include "distributed/launcher.hpp"
 #include "metrics/peak.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/device.hpp"
 
 namespace trainer::plan {
 namespace {
@@ -100,22 +101,12 @@ CommFigures measure_comm() {
   return f;
 }
 
-double available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
-
 Hardware measure_cpu(DType precision) {
   Hardware hw;
   hw.name = "cpu";
   hw.is_cpu = true;
   hw.cores = static_cast<int>(std::thread::hardware_concurrency());
-  hw.memory_gb = available_memory_bytes() / 1e9;
+  hw.memory_gb = runtime::available_memory_bytes() / 1e9;
   const double peak = metrics::measure_peak(precision, 2048, 1.0).model_tflops;
   hw.bf16_tflops = hw.fp32_tflops = hw.tf32_tflops = peak;  // the run's precision, measured
   hw.memory_gbs = copy_gbs();

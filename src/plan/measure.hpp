@@ -27,8 +27,6 @@ CommFigures bench_comm(const distributed::JobEnv& job, const std::string& output
 // Runs bench-comm on two local processes and reads its figures.
 CommFigures measure_comm();
 
-// MemAvailable from /proc/meminfo, in bytes.
-double available_memory_bytes();
 
 // This machine for `precision`, measured as above (every rank local: gpus_per_node 0).
 Hardware measure_cpu(DType precision);

@@ -92,6 +92,7 @@ LayerShape layer_shape(const ModelConfig& m, int tp) {
   s.matmul_params = q * s.h + kv * s.h + q * s.h + mlp_in * s.f / tp * s.h + s.f / tp * s.h;
   s.params = s.matmul_params + 2.0 * model::norm_parameters(m);
   if (m.bias) s.params += q + kv + s.h + mlp_in * s.f / tp + s.h;
+  else if (m.qkv_bias) s.params += q + kv;
   return s;
 }
 

@@ -69,7 +69,7 @@ std::optional<Hardware> local_memory(const Config& cfg, int local_rank, int loca
     return hw;
   }
   if (cfg.runtime.device == DeviceKind::Cuda) return std::nullopt;  // a GPU run checked from a machine without one
-  const double available = available_memory_bytes();
+  const double available = runtime::available_memory_bytes();
   if (available <= 0) return std::nullopt;
   hw.name = "cpu";
   hw.is_cpu = true;

@@ -3,7 +3,9 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #ifdef TRAINER_WITH_CUDA
@@ -75,6 +77,15 @@ double gpu_total_memory(int index) {
   (void)index;
   return 0;
 #endif
+}
+
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
 }
 
 }  // namespace trainer::runtime

@@ -36,6 +36,10 @@ struct DeviceMemory {
 };
 DeviceMemory device_memory(const c10::Device& device);
 
+// MemAvailable from /proc/meminfo: what this machine can still give its processes, in bytes
+// (0 where it cannot be read).
+double available_memory_bytes();
+
 // Total memory of CUDA device `index`, in bytes (0 in a CPU-only build).
 double gpu_total_memory(int index);
 

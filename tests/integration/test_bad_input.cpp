@@ -85,6 +85,12 @@ TEST_CASE("bad input everywhere: a table of cases, each a clear error in time", 
       {"unknown option", "{T} train {C} --frobnicate", 2, {"--frobnicate"}},
       {"launch without --nproc", "{T} launch -- train {C}", 2, {"--nproc"}},
       {"launch --nproc 0", "{T} launch --nproc 0 -- train {C}", 2, {"--nproc"}},
+      // more workers than the machine can hold: refused before one starts (the case that once
+      // forked ~1,600 workers); which limit binds depends on the machine, so each row sets one
+      {"launch --nproc beyond the open-file limit", "sh -c 'ulimit -n 64; exec {T} launch --nproc 100 -- check-config {C}'", 2,
+       {"--nproc 100:", "RLIMIT_NOFILE", "at most"}, 10},
+      {"launch --nproc beyond memory", "{T} launch --nproc 1000 -- check-config {C}", 2,
+       {"--nproc 1000:", "MemAvailable", "plan.cpu_process_mb", "at most"}, 10},
       {"verify with a bad layout", "{T} verify {C} --layouts 2x2", 2, {"--layouts", "2x2"}},
       {"check-config without a config", "{T} check-config", 2, {"config"}},
       // launcher environments
@@ -105,6 +111,8 @@ TEST_CASE("bad input everywhere: a table of cases, each a clear error in time", 
       {"truncated .bin", run1 + data + "{D}/cut", 2, {"cut.bin"}},
       {"dataset shorter than one sample", run1 + data + "{D}/short", 2, {"short", "sample"}},
       {"prepare-data of empty input", "{T} prepare-data --input {D}/empty.txt --tokenizer byte --output {D}/out/x", 2, {"empty input"}},
+      {"prepare-data into a directory that cannot exist", "{T} prepare-data --input {D}/unknown.yaml --tokenizer byte --output /proc/nope/x",
+       2, {"--output /proc/nope/x", "cannot create the directory /proc/nope"}},
       {"unsupported tokenizer.json", "{T} prepare-data --input {D}/unknown.yaml --tokenizer gpt2 --tokenizer-json {D}/tokenizer.json --output {D}/out/y",
        2, {"tokenizer.json", "Unigram"}},
       // checkpoints
@@ -130,6 +138,7 @@ TEST_CASE("bad input everywhere: a table of cases, each a clear error in time", 
     CHECK(seconds < c.seconds);
     CHECK(r.output.find("error") != std::string::npos);
     for (const auto& text : c.says) CHECK(r.output.find(text) != std::string::npos);
+    CHECK(r.output.find("wrote ") == std::string::npos);            // no result printed for a failure
     CHECK(r.output.find("terminate called") == std::string::npos);  // no crash
     CHECK(r.output.find("frame #") == std::string::npos);           // no C++ backtrace
   }

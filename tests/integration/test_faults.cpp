@@ -175,6 +175,46 @@ TEST_CASE("under trainer launch nothing listens beyond 127.0.0.1 and SIGTERM lea
   CHECK(processes_with(dir.file("ckpt")).empty());
 }
 
+TEST_CASE("a launcher killed by SIGKILL takes its workers along", "[faults][mp]") {
+  testing::TempDir dir;
+  const pid_t launcher = start_launcher(dir, dir.file("log"));
+  const KillGroupOnExit guard{launcher};
+  REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
+  REQUIRE(processes_with(dir.file("ckpt")).size() == 3);
+  kill(launcher, SIGKILL);  // nothing left to forward signals or reap: the kernel ends the workers
+  waitpid(launcher, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    gone = processes_with(dir.file("ckpt")).empty();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(gone);
+}
+
+TEST_CASE("a second SIGTERM or SIGINT kills workers that do not stop, and the launcher exits within seconds", "[faults][mp]") {
+  testing::TempDir dir;
+  const pid_t launcher = start_launcher(dir, dir.file("log"));
+  const KillGroupOnExit guard{launcher};
+  REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
+  auto pids = processes_with(dir.file("ckpt"));
+  pids.erase(std::remove(pids.begin(), pids.end(), launcher), pids.end());
+  REQUIRE(pids.size() == 2);
+  kill(pids.front(), SIGSTOP);  // a worker that cannot act on the forwarded signal
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(launcher, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(launcher, SIGINT);
+  const int code = wait_exit(launcher, 20);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string log = testing::read_file(dir.file("log"));
+  INFO(log);
+  CHECK(code != -1);
+  CHECK(code != 0);
+  CHECK(seconds < 5);  // not the collective timeout (8 s), nor the 10 minutes a checkpoint may take
+  CHECK(log.find("second signal: killing the workers") != std::string::npos);
+  CHECK(processes_with(dir.file("ckpt")).empty());
+}
+
 TEST_CASE("rank 0's store listens on MASTER_ADDR only - under a manual launch", "[faults][mp]") {
   testing::TempDir dir;
   const std::string port = std::to_string(trainer::distributed::free_port());

@@ -97,6 +97,71 @@ TEST_CASE("Hugging Face Llama (GQA, RoPE scaling, sharded) and GPT-2: import, lo
   }
 }
 
+TEST_CASE("models saved with transformers' defaults import unedited: Llama, Llama 3.1, GPT-2, Mistral, Qwen2", "[hf][mp]") {
+  testing::TempDir dir;
+  // The model class each exports as: Mistral without a sliding window is Llama's math.
+  const std::vector<std::pair<std::string, std::string>> kinds = {{"llama", "LlamaForCausalLM"},
+                                                                  {"llama31", "LlamaForCausalLM"},
+                                                                  {"gpt2", "GPT2LMHeadModel"},
+                                                                  {"mistral", "LlamaForCausalLM"},
+                                                                  {"qwen2", "Qwen2ForCausalLM"}};
+  const at::Tensor ids = random_tokens(2, 40, 300, dir.file("tokens.txt"));
+  for (const auto& [kind, exported_as] : kinds) {
+    INFO(kind);
+    const std::string hf = dir.file(kind), ckpt = dir.file(kind + "-ckpt"), out = dir.file(kind + "-export");
+    reference("make-default " + kind + " " + hf);
+    auto r = testing::trainer({"import-hf", "--model", hf, "--output", ckpt});
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const at::Tensor theirs = transformers_logits(hf, dir.file("tokens.txt"), {2, 40, 300}, dir.file("ref.bin"));
+    CHECK(testing::max_rel_diff(theirs, trainer_logits(ckpt, ids)) < 1e-4);
+    CHECK(theirs.std().item<double>() > 0.1);
+    r = testing::trainer({"export", "--checkpoint", ckpt, "--output", out, "--format", "hf"});
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    CHECK(testing::read_file(out + "/config.json").find(exported_as) != std::string::npos);
+    CHECK(testing::max_rel_diff(theirs, transformers_logits(out, dir.file("tokens.txt"), {2, 40, 300}, dir.file("out.bin"))) < 1e-5);
+  }
+}
+
+TEST_CASE("config.json values that would change the model are refused by name", "[hf][bad_input][mp]") {
+  testing::TempDir dir;
+  reference("make-default llama " + dir.file("llama"));
+  const std::string original = testing::read_file(dir.file("llama/config.json"));
+  auto import_with = [&](const std::string& from, const std::string& to) {
+    std::string config = original;
+    REQUIRE(config.find(from) != std::string::npos);
+    config.replace(config.find(from), from.size(), to);
+    testing::write_file(dir.file("llama/config.json"), config);
+    auto r = testing::trainer({"import-hf", "--model", dir.file("llama"), "--output", dir.file("ckpt")});
+    INFO(r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("wrote") == std::string::npos);
+    return r.output;
+  };
+  CHECK(import_with("\"pretraining_tp\": 1", "\"pretraining_tp\": 2").find("'pretraining_tp' is not supported") != std::string::npos);
+  CHECK(import_with("\"head_dim\": 16", "\"head_dim\": 32").find("'head_dim' is not supported") != std::string::npos);
+  CHECK(import_with("\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}")
+            .find("rope_scaling type 'yarn'") != std::string::npos);
+  CHECK(import_with("\"attention_dropout\": 0.0", "\"attention_dropout\": 0.1").find("'attention_dropout'") != std::string::npos);
+  // rope_type "default" is no scaling, as null is.
+  std::string config = original;
+  config.replace(config.find("\"rope_scaling\": null"), 20, "\"rope_scaling\": {\"rope_type\": \"default\"}");
+  testing::write_file(dir.file("llama/config.json"), config);
+  CHECK(testing::trainer({"import-hf", "--model", dir.file("llama"), "--output", dir.file("ckpt")}).code == 0);
+  reference("make-default mistral-window " + dir.file("mistral"));
+  auto r = testing::trainer({"import-hf", "--model", dir.file("mistral"), "--output", dir.file("ckpt")});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("sliding_window 4096 is shorter than max_position_embeddings 131072") != std::string::npos);
+  reference("make-default qwen2 " + dir.file("qwen2"));
+  std::string qwen = testing::read_file(dir.file("qwen2/config.json"));
+  qwen.replace(qwen.find("\"use_sliding_window\": false"), 27, "\"use_sliding_window\": true");
+  testing::write_file(dir.file("qwen2/config.json"), qwen);
+  r = testing::trainer({"import-hf", "--model", dir.file("qwen2"), "--output", dir.file("ckpt")});
+  CHECK(r.code == 2);
+  CHECK(r.output.find("'use_sliding_window' is not supported") != std::string::npos);
+}
+
 TEST_CASE("a trainer-trained GQA Llama exports to a Hugging Face model with trainer's logits", "[hf][mp]") {
   testing::TempDir dir;
   const std::vector<std::string> llama = {"model.mlp=swiglu", "model.positions=rope", "model.norm=rmsnorm",

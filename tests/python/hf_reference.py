@@ -4,6 +4,11 @@
   hf_reference.py make-llama DIR [--shard-kb N]   random small LlamaForCausalLM (GQA, untied,
                                                    Llama 3.1 RoPE scaling), save_pretrained
   hf_reference.py make-gpt2 DIR                    random small GPT2LMHeadModel (tied, dropout 0.1)
+  hf_reference.py make-default KIND DIR            a model saved with transformers' defaults, only the
+                                                   shape given: llama, llama31 (rope_scaling llama3,
+                                                   eos_token_id a list), gpt2, mistral (sliding_window
+                                                   None), mistral-window (its default 4096), qwen2;
+                                                   weights perturbed so that every one matters
   hf_reference.py logits DIR TOKENS OUT            logits of Transformers' model for the ids in
                                                    TOKENS (text, one sequence per line) -> OUT (raw float32)
   hf_reference.py loss DIR BIN SEQ WINDOWS         mean next-token loss over the first WINDOWS
@@ -37,6 +42,29 @@ def make_gpt2(out):
     cfg = transformers.GPT2Config(vocab_size=300, n_embd=64, n_layer=2, n_head=4, n_positions=32,
                                   resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1, initializer_range=0.1)
     transformers.GPT2LMHeadModel(cfg).save_pretrained(out, safe_serialization=True)
+
+
+SHAPE = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2)
+
+
+def make_default(kind, out):
+    configs = {
+        "llama": lambda: transformers.LlamaConfig(**SHAPE),
+        "llama31": lambda: transformers.LlamaConfig(
+            **SHAPE, max_position_embeddings=64, eos_token_id=[1, 2], rope_theta=500000.0,
+            rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 16}),
+        "gpt2": lambda: transformers.GPT2Config(vocab_size=300, n_embd=64, n_layer=2, n_head=4),
+        "mistral": lambda: transformers.MistralConfig(**SHAPE, sliding_window=None),
+        "mistral-window": lambda: transformers.MistralConfig(**SHAPE),
+        "qwen2": lambda: transformers.Qwen2Config(**SHAPE),
+    }
+    model = transformers.AutoModelForCausalLM.from_config(configs[kind]())
+    with torch.no_grad():  # the default init (std 0.02, zero biases) leaves logits nearly flat
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(out, safe_serialization=True)
 
 
 def load(path):
@@ -84,6 +112,8 @@ if __name__ == "__main__":
         make_llama(args[0], int(args[2]) if len(args) > 2 and args[1] == "--shard-kb" else 0)
     elif cmd == "make-gpt2":
         make_gpt2(args[0])
+    elif cmd == "make-default":
+        make_default(*args)
     elif cmd == "logits":
         logits(*args)
     elif cmd == "loss":

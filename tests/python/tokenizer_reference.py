@@ -4,6 +4,12 @@
   tokenizer_reference.py train-llama3 OUT_JSON CORPUS_JSONL   a Llama-3-style byte-level BPE
       (Split by Llama 3's regex, Isolated; ByteLevel without regex; ignore_merges; special
       tokens as added tokens) trained on the texts of CORPUS_JSONL ({"text": ...} per line)
+  tokenizer_reference.py reorder MODE IN_JSON OUT_JSON   the same vocabulary with merges that are
+      not in the order they were learned, as in Meta's Llama 3 tokenizer.json; prints how many
+      merges use a token that only a later merge creates. MODE tiktoken: the merges regenerated
+      from the token ranks (ids) the way transformers' TikTokenConverter does (every split of a
+      token into two tokens, ordered by the token's rank); MODE reversed-blocks: blocks of 16
+      merges each reversed
   tokenizer_reference.py encode TOKENIZER_JSON TEXTS_JSONL     one line of ids per text
 """
 import json, sys
@@ -30,6 +36,41 @@ def train_llama3(out, corpus):
     tok.save(out)
 
 
+def tiktoken_merges(vocab):
+    """transformers' generate_merges over ranks: for each token by rank, each split into two
+    tokens of the vocabulary, ordered by the ranks of the parts."""
+    merges = []
+    for token, rank in sorted(vocab.items(), key=lambda kv: kv[1]):
+        splits = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in vocab and token[i:] in vocab]
+        merges.extend(sorted(splits, key=lambda lr: (vocab[lr[0]], vocab[lr[1]])))
+    return merges
+
+
+def out_of_order(merges):
+    """Merges that use a token whose last creating merge comes at or after them."""
+    created = {}
+    for rank, (left, right) in enumerate(merges):
+        created[left + right] = rank
+    return sum(1 for rank, (left, right) in enumerate(merges)
+               if created.get(left, -1) >= rank or created.get(right, -1) >= rank)
+
+
+def reorder(mode, src, out):
+    data = json.load(open(src, encoding="utf-8"))
+    model = data["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    if mode == "tiktoken":
+        merges = tiktoken_merges(model["vocab"])
+    elif mode == "reversed-blocks":
+        merges = [m for i in range(0, len(merges), 16) for m in reversed(merges[i:i + 16])]
+    else:
+        raise SystemExit("unknown mode " + mode)
+    model["merges"] = [list(m) for m in merges]
+    json.dump(data, open(out, "w", encoding="utf-8"), ensure_ascii=False)
+    Tokenizer.from_file(out)  # tokenizers must load it
+    print(out_of_order(merges))
+
+
 def encode(tokenizer, path):
     tok = Tokenizer.from_file(tokenizer)
     for text in texts(path):
@@ -37,4 +78,4 @@ def encode(tokenizer, path):
 
 
 if __name__ == "__main__":
-    {"train-llama3": train_llama3, "encode": encode}[sys.argv[1]](*sys.argv[2:])
+    {"train-llama3": train_llama3, "reorder": reorder, "encode": encode}[sys.argv[1]](*sys.argv[2:])
