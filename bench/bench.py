@@ -5,7 +5,8 @@
 
 Writes OUT/results.json, OUT/results.txt (the table) and OUT/chart.png (if matplotlib is
 installed). Cases: 1x1x1 on configs/tiny.yaml and configs/small.yaml (fp32, all cores) against
-bench/pytorch_gpt.py, eager and with torch.compile; DP=2 against PyTorch DDP over Gloo under torchrun (1 thread each);
+bench/pytorch_gpt.py, eager and with torch.compile; the same in bf16 (trainer's bf16 model with fp32
+masters against PyTorch's torch.autocast, eager); DP=2 against PyTorch DDP over Gloo under torchrun (1 thread each);
 pipeline bubble of 1F1B and GPipe at pp 2 and 4 against (p-1)/(m+p-1); the matmul peak."""
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
@@ -54,9 +55,10 @@ def trainer_run(config, nproc, sets, steps):
 TUNED_MALLOC = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824"}
 
 
-def pytorch_run(model, batch, steps, threads, nproc, env=None, compile=False):
+def pytorch_run(model, batch, steps, threads, nproc, env=None, compile=False, bf16=False):
     cmd = [PY, os.path.join(ROOT, "bench/pytorch_gpt.py"), "--config", json.dumps(model), "--batch", str(batch),
-           "--steps", str(steps), "--threads", str(threads)] + (["--compile"] if compile else [])
+           "--steps", str(steps), "--threads", str(threads)] + (["--compile"] if compile else []) + (
+           ["--bf16"] if bf16 else [])
     if nproc > 1:
         cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
                "--master_port", str(29700 + os.getpid() % 200)] + cmd[1:]
@@ -125,6 +127,17 @@ def main():
                                  "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
                                  "pytorch_compile": summary(compiled),
                                  "trainer_tflops": statistics.median(r["tflops_per_rank"] for r in ours)})
+        # bf16: trainer's bf16 model with fp32 masters against PyTorch's torch.autocast (fp32
+        # weights, bf16 matmuls), both eager.
+        ours, theirs, tuned = alternate(
+            repeats, lambda: trainer_run(path, 1, sets + ["runtime.precision=bf16"], steps),
+            lambda: pytorch_run(model, batch, steps, cores, 1, bf16=True),
+            lambda: pytorch_run(model, batch, steps, cores, 1, TUNED_MALLOC, bf16=True))
+        measure_peaks()
+        results["cases"].append({"name": f"{os.path.basename(config)} 1x1x1 bf16", "trainer": summary(ours),
+                                 "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
+                                 "trainer_tflops": statistics.median(r["tflops_per_rank"] for r in ours),
+                                 "peak_dtype": "bf16"})
 
     # DP=2, one thread each, against DDP.
     path = os.path.join(ROOT, configs[-1])
@@ -136,10 +149,10 @@ def main():
                                     lambda: pytorch_run(model, 2 * mb, steps, 1, 2),
                                     lambda: pytorch_run(model, 2 * mb, steps, 1, 2, TUNED_MALLOC))
     measure_peaks()
-    peak_fp32 = best_peaks()["fp32"]
+    peak = best_peaks()
     for case in results["cases"]:
         if "trainer_tflops" in case:
-            case["trainer_mfu"] = case["trainer_tflops"] / peak_fp32
+            case["trainer_mfu"] = case["trainer_tflops"] / peak[case.get("peak_dtype", "fp32")]
     results["cases"].append({"name": f"{os.path.basename(path)} dp=2 fp32", "trainer": summary(ours),
                              "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
                              "exposed_comm_fraction": statistics.median(r["comm_s"] / r["step_s"] for r in ours)})

@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="torch.autocast(cpu, bfloat16) around forward and loss: fp32 weights, bf16 matmuls")
     args = ap.parse_args()
     m = json.loads(args.config)
     torch.set_num_threads(args.threads)
@@ -84,7 +86,8 @@ def main():
     for step in range(args.steps):
         t0 = time.perf_counter()
         tokens, targets = synthetic(step, args.batch, m["seq_len"], m["vocab_size"], rank, world)
-        loss = model(tokens, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = model(tokens, targets)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -29,19 +29,21 @@ std::string step_name(int step) {
 
 std::string rank_base(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank); }
 
-// Parameters and, for each parameter, the part of its moments inside this rank's optimizer shard.
-std::vector<Piece> state_pieces(const std::vector<model::Param>& params, optim::AdamW& optimizer,
-                                data_parallel::DataParallel& dp) {
-  std::vector<Piece> pieces = param_pieces(params, false);
+// For each parameter, the part inside this rank's optimizer shard of its fp32 master weights
+// (saved under the parameter's name, whatever dtype the model computes in) and, given the
+// optimizer, of its AdamW moments.
+std::vector<Piece> shard_pieces(data_parallel::DataParallel& dp, optim::AdamW* optimizer) {
+  std::vector<Piece> pieces;
   auto& buckets = dp.buckets();
   for (size_t i = 0; i < buckets.size(); ++i) {
     const auto& b = buckets[i];
     data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
       const int64_t at = begin - b.shard_begin, first = begin - s.offset;
-      pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg", first, first + n,
-                                   optimizer.exp_avg()[i].narrow(0, at, n)));
-      pieces.push_back(range_piece(*s.param, s.param->info.name + ".exp_avg_sq", first, first + n,
-                                   optimizer.exp_avg_sq()[i].narrow(0, at, n)));
+      const std::string& name = s.param->info.name;
+      pieces.push_back(range_piece(*s.param, name, first, first + n, b.main_params.narrow(0, at, n)));
+      if (!optimizer) return;
+      pieces.push_back(range_piece(*s.param, name + ".exp_avg", first, first + n, optimizer->exp_avg()[i].narrow(0, at, n)));
+      pieces.push_back(range_piece(*s.param, name + ".exp_avg_sq", first, first + n, optimizer->exp_avg_sq()[i].narrow(0, at, n)));
     });
   }
   return pieces;
@@ -101,8 +103,8 @@ void remove_partial_saves(const std::string& root) {
     if (entry.is_directory() && entry.path().extension() == ".tmp") fs::remove_all(entry.path());
 }
 
-std::string save(const Config& cfg, distributed::Comm& comm, const std::vector<model::Param>& params,
-                 optim::AdamW& optimizer, data_parallel::DataParallel& dp, const TrainState& state) {
+std::string save(const Config& cfg, distributed::Comm& comm, optim::AdamW& optimizer, data_parallel::DataParallel& dp,
+                 const TrainState& state) {
   const std::string root = cfg.checkpoint.dir;
   const std::string final_dir = root + "/" + step_name(state.step);
   const std::string tmp_dir = final_dir + ".tmp";
@@ -112,7 +114,7 @@ std::string save(const Config& cfg, distributed::Comm& comm, const std::vector<m
     fs::create_directories(tmp_dir);
   }
   distributed::barrier(comm.world());
-  write_pieces(rank_base(tmp_dir, comm.rank()), state_pieces(params, optimizer, dp));
+  write_pieces(rank_base(tmp_dir, comm.rank()), shard_pieces(dp, &optimizer));
   distributed::barrier(comm.world());  // every shard is on disk
   if (comm.rank() == 0) {
     std::ostringstream meta;
@@ -159,37 +161,53 @@ at::Tensor local_flat(const std::map<std::string, at::Tensor>& full, const std::
   return t.reshape({-1});
 }
 
-// Every parameter takes its part of the full tensors.
+// Every parameter takes its part of the full tensors (rounded to the model's dtype) and, with
+// `dp`, every master weight its fp32 value.
 void copy_params(const std::map<std::string, at::Tensor>& full, const std::string& dir,
-                 std::vector<model::Param>& params) {
+                 std::vector<model::Param>& params, data_parallel::DataParallel* dp = nullptr) {
   at::NoGradGuard no_grad;
   for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
+  if (!dp) return;
+  for (auto& b : dp->buckets())
+    data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
+      b.main_params.narrow(0, begin - b.shard_begin, n)
+          .copy_(local_flat(full, dir, s.param->info.name, *s.param).narrow(0, begin - s.offset, n));
+    });
 }
 
-// Every parameter takes its part of its full tensor in the checkpoint `dir` (model checked).
-void copy_params_from(const std::string& dir, std::vector<model::Param>& params) {
+// Every parameter (and master weight, with `dp`) takes its part of its full tensor in the
+// checkpoint `dir`.
+void copy_params_from(const std::string& dir, std::vector<model::Param>& params, data_parallel::DataParallel* dp) {
   std::set<std::string> names;
   for (const auto& p : params) names.insert(p.info.name);
-  copy_params(assemble(read_all_pieces(dir), &names), dir, params);
+  copy_params(assemble(read_all_pieces(dir), &names), dir, params, dp);
 }
 
 }  // namespace
 
-void load_weights(const std::string& source, const Config& cfg, std::vector<model::Param>& params) {
+void load_weights(const std::string& source, const Config& cfg, std::vector<model::Param>& params,
+                  data_parallel::DataParallel* dp) {
   if (is_hf_dir(source)) {
     const HfModel hf = read_hf(source);
     check_same_model(hf.model, cfg, "Hugging Face model " + source, true);
-    copy_params(hf.tensors, source, params);
+    copy_params(hf.tensors, source, params, dp);
     return;
   }
   const std::string dir = resolve_checkpoint(source);
   check_same_model(dir, cfg, true);
-  copy_params_from(dir, params);
+  copy_params_from(dir, params, dp);
 }
 
 void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params) {
   check_same_model(dir, cfg);
-  copy_params_from(dir, params);
+  copy_params_from(dir, params, nullptr);
+}
+
+std::vector<Piece> dump_pieces(const std::vector<model::Param>& params, data_parallel::DataParallel& dp) {
+  std::vector<Piece> pieces = shard_pieces(dp, nullptr);
+  for (const auto& p : params)
+    pieces.push_back(range_piece(p, p.info.name + ".grad", 0, p.tensor.numel(), p.main_grad));
+  return pieces;
 }
 
 TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Param>& params,
@@ -204,7 +222,7 @@ TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Pa
   for (const auto& p : params)
     for (const char* suffix : {"", ".exp_avg", ".exp_avg_sq"}) names.insert(p.info.name + suffix);
   const auto full = load_full(dir, cfg, names);
-  copy_params(full, dir, params);
+  copy_params(full, dir, params, &dp);
   // The moments: the part of each parameter inside this rank's optimizer shard.
   auto& buckets = dp.buckets();
   for (size_t i = 0; i < buckets.size(); ++i) {

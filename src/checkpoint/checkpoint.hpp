@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/shards.hpp"
 #include "config/config.hpp"
 #include "distributed/comm.hpp"
 #include "data_parallel/data_parallel.hpp"
@@ -37,8 +38,8 @@ struct TrainState {
 std::optional<std::string> latest(const std::string& root);
 
 // Saves (all ranks call it). Returns the directory written.
-std::string save(const Config& cfg, distributed::Comm& comm, const std::vector<model::Param>& params,
-                 optim::AdamW& optimizer, data_parallel::DataParallel& dp, const TrainState& state);
+std::string save(const Config& cfg, distributed::Comm& comm, optim::AdamW& optimizer, data_parallel::DataParallel& dp,
+                 const TrainState& state);
 
 // Loads `dir` into this rank's parameters and optimizer shard; the saved model must have the
 // same architecture (the parallel layout may differ). All ranks call it.
@@ -46,16 +47,21 @@ TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Pa
                 optim::AdamW& optimizer, data_parallel::DataParallel& dp);
 
 // checkpoint.init_from: the weights of a trainer checkpoint (a run's directory, then its latest
-// step, or one step's) or of a Hugging Face model directory into this rank's parameters. The
-// saved model must be the config's in every model key (a mismatch names it); dropout, init_std
-// and, with RoPE, seq_len may differ.
-void load_weights(const std::string& source, const Config& cfg, std::vector<model::Param>& params);
+// step, or one step's) or of a Hugging Face model directory into this rank's parameters (and,
+// given `dp`, its fp32 master weights). The saved model must be the config's in every model key
+// (a mismatch names it); dropout, init_std and, with RoPE, seq_len may differ.
+void load_weights(const std::string& source, const Config& cfg, std::vector<model::Param>& params,
+                  data_parallel::DataParallel* dp = nullptr);
 
 // Loads only the parameters (e.g. for generation or export at another layout).
 void load_params(const std::string& dir, const Config& cfg, std::vector<model::Param>& params);
 // Full tensors of `names` (parameters, or "<name>.exp_avg"...), checking the model matches.
 std::map<std::string, at::Tensor> load_full(const std::string& dir, const Config& cfg,
                                             const std::set<std::string>& names);
+
+// What `train --dump` writes per rank: the fp32 master weights of this rank's optimizer shard
+// and every parameter's main gradient as "<name>.grad" (full tensors via read_full).
+std::vector<Piece> dump_pieces(const std::vector<model::Param>& params, data_parallel::DataParallel& dp);
 
 // Removes leftovers of interrupted saves (rank 0, before training).
 void remove_partial_saves(const std::string& root);

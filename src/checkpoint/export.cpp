@@ -43,7 +43,8 @@ std::string resolve_checkpoint(const std::string& dir) {
   throw BadInput("no checkpoint at " + dir + ": neither a step directory (meta.yaml) nor a checkpoint.dir (latest)");
 }
 
-int export_model(const std::string& checkpoint, const std::string& output, ExportFormat format, double max_shard_mb) {
+int export_model(const std::string& checkpoint, const std::string& output, ExportFormat format, double max_shard_mb,
+                 at::ScalarType dtype) {
   const std::string dir = resolve_checkpoint(checkpoint);
   const Config cfg = load_config(dir + "/config.yaml");
   std::set<std::string> names;
@@ -51,9 +52,9 @@ int export_model(const std::string& checkpoint, const std::string& output, Expor
     if (p.name.find(".exp_avg") == std::string::npos) names.insert(p.name);
   const auto full = load_full(dir, cfg, names);
   if (format == ExportFormat::HuggingFace)
-    return write_hf(output, cfg.model, full, static_cast<std::int64_t>(max_shard_mb * 1024 * 1024));
+    return write_hf(output, cfg.model, full, static_cast<std::int64_t>(max_shard_mb * 1024 * 1024), dtype);
   const auto tensors = hf_exportable(cfg.model) ? to_hf_tensors(cfg.model, full) : trainer_tensors(full, cfg.model);
-  write_safetensors(output, tensors);
+  write_safetensors(output, tensors, dtype);
   return static_cast<int>(tensors.size());
 }
 

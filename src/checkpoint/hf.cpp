@@ -343,7 +343,7 @@ std::string json_number(double v) {
   return text;
 }
 
-std::string config_json(Family f, const ModelConfig& m) {
+std::string config_json(Family f, const ModelConfig& m, at::ScalarType dtype) {
   std::ostringstream j;
   auto b = [](bool v) { return v ? "true" : "false"; };
   if (f == Family::Llama) {
@@ -377,7 +377,7 @@ std::string config_json(Family f, const ModelConfig& m) {
       << "  \"attn_pdrop\": " << json_number(m.dropout) << ",\n  \"tie_word_embeddings\": " << b(m.tied_embeddings) << ",\n"
       << "  \"initializer_range\": " << json_number(m.init_std) << ",\n";
   }
-  j << "  \"torch_dtype\": \"float32\"\n}\n";
+  j << "  \"torch_dtype\": \"" << (dtype == at::kBFloat16 ? "bfloat16" : "float32") << "\"\n}\n";
   return j.str();
 }
 
@@ -502,7 +502,7 @@ HfModel read_hf(const std::string& dir) {
 }
 
 int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::string, at::Tensor>& tensors,
-             std::int64_t max_shard_bytes) {
+             std::int64_t max_shard_bytes, at::ScalarType dtype) {
   const auto out = to_hf_tensors(m, tensors);
   fs::create_directories(dir);
   // Weights of an earlier export here would shadow these (readers prefer model.safetensors).
@@ -512,12 +512,12 @@ int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::s
         (name.rfind("model-", 0) == 0 && entry.path().extension() == ".safetensors"))
       fs::remove(entry.path());
   }
-  write_file_atomic(dir + "/config.json", config_json(family_for_export(m), m));
+  write_file_atomic(dir + "/config.json", config_json(family_for_export(m), m, dtype));
   // Shards in order, each at most max_shard_bytes (a larger single tensor gets its own shard).
   std::vector<std::vector<std::pair<std::string, at::Tensor>>> shards(1);
   std::int64_t in_shard = 0, total = 0;
   for (auto& entry : out) {
-    const std::int64_t bytes = entry.second.numel() * 4;
+    const std::int64_t bytes = entry.second.numel() * c10::elementSize(dtype);
     if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
@@ -527,7 +527,7 @@ int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::s
     total += bytes;
   }
   if (shards.size() == 1) {
-    write_safetensors(dir + "/model.safetensors", shards[0]);
+    write_safetensors(dir + "/model.safetensors", shards[0], dtype);
     return static_cast<int>(out.size());
   }
   std::ostringstream index;
@@ -536,7 +536,7 @@ int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::s
   for (size_t i = 0; i < shards.size(); ++i) {
     std::ostringstream file;
     file << "model-" << std::setw(5) << std::setfill('0') << i + 1 << "-of-" << std::setw(5) << shards.size() << ".safetensors";
-    write_safetensors(dir + "/" + file.str(), shards[i]);
+    write_safetensors(dir + "/" + file.str(), shards[i], dtype);
     for (const auto& entry : shards[i]) {
       index << (first ? "\n" : ",\n") << "    \"" << entry.first << "\": \"" << file.str() << "\"";
       first = false;

@@ -53,7 +53,7 @@ HfModel read_hf(const std::string& dir);
 // (RoPE, RMSNorm, SwiGLU) become LlamaForCausalLM, GPT-2-style ones (learned positions,
 // LayerNorm, GELU, biases) GPT2LMHeadModel; others are refused. Returns the tensors written.
 int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::string, at::Tensor>& tensors,
-             std::int64_t max_shard_bytes);
+             std::int64_t max_shard_bytes, at::ScalarType dtype = at::kFloat);
 
 // Whether write_hf / to_hf_tensors take this model (Llama- or GPT-2-style).
 bool hf_exportable(const ModelConfig& m);

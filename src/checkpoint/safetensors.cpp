@@ -67,15 +67,19 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                       at::ScalarType dtype) {
+  if (dtype != at::kFloat && dtype != at::kBFloat16) throw std::invalid_argument("safetensors are written in F32 or BF16");
+  const char* dtype_name = dtype == at::kFloat ? "F32" : "BF16";
+  const int64_t element = dtype == at::kFloat ? 4 : 2;
   // Header: JSON with dtype, shape and [begin, end) byte offsets into the data that follows.
   std::ostringstream header;
   header << "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"trainer\"}";
   int64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    header << ",\"" << name << "\":{\"dtype\":\"F32\",\"shape\":[";
+    header << ",\"" << name << "\":{\"dtype\":\"" << dtype_name << "\",\"shape\":[";
     for (int64_t d = 0; d < t.dim(); ++d) header << (d ? "," : "") << t.size(d);
-    const int64_t bytes = t.numel() * 4;
+    const int64_t bytes = t.numel() * element;
     header << "],\"data_offsets\":[" << offset << "," << offset + bytes << "]}";
     offset += bytes;
   }
@@ -90,8 +94,8 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));  // little endian
     out << text;
     for (const auto& [name, t] : tensors) {
-      at::Tensor f = t.to(at::kFloat).contiguous();  // x86 is little endian, as the format requires
-      out.write(static_cast<const char*>(f.data_ptr()), f.numel() * 4);
+      at::Tensor f = t.to(dtype).contiguous();  // x86 is little endian, as the format requires
+      out.write(static_cast<const char*>(f.data_ptr()), f.numel() * element);
     }
     if (!out) throw std::runtime_error("cannot write " + tmp);
   }

@@ -352,12 +352,13 @@ int main(int argc, char** argv) {
   verify->add_option("--tolerance", tolerance, "largest allowed relative loss difference");
 
   auto* exp = app.add_subcommand("export", "write a checkpoint's full model for other tools");
-  std::string export_dir, export_out, export_format = "safetensors";
+  std::string export_dir, export_out, export_format = "safetensors", export_dtype = "fp32";
   double max_shard_mb = 5000;
   exp->add_option("--checkpoint", export_dir, "checkpoint step directory or checkpoint.dir")->required();
   exp->add_option("--output", export_out, "output .safetensors file, or directory with --format hf")->required();
   exp->add_option("--format", export_format, "safetensors (one file) or hf (a Hugging Face model directory)");
   exp->add_option("--max-shard-mb", max_shard_mb, "with --format hf: largest safetensors shard");
+  exp->add_option("--dtype", export_dtype, "fp32 (default) or bf16: the dtype of the written tensors");
 
   auto* import = app.add_subcommand("import-hf", "turn a Hugging Face Llama or GPT-2 model into a trainer checkpoint");
   std::string import_dir, import_out;
@@ -457,7 +458,9 @@ int main(int argc, char** argv) {
       const int n = checkpoint::export_model(export_dir, export_out,
                                              export_format == "hf" ? checkpoint::ExportFormat::HuggingFace
                                                                    : checkpoint::ExportFormat::Safetensors,
-                                             max_shard_mb);
+                                             max_shard_mb,
+                                             parse_choice<DType>("--dtype", export_dtype) == DType::Bf16 ? at::kBFloat16
+                                                                                                        : at::kFloat);
       std::cout << "wrote " << n << " tensors to " << export_out << std::endl;
       return 0;
     }

@@ -293,8 +293,10 @@ const std::vector<Field>& schema() {
       field("optim.zero_stage", &C::optim, &OptimConfig::zero_stage,
             "1 = shard optimizer state and fp32 master over dp"),
       field("optim.bucket_mb", &C::optim, &OptimConfig::bucket_mb, "gradient bucket size (MB)"),
+      field("optim.main_grad_dtype", &C::optim, &OptimConfig::main_grad_dtype,
+            "dtype gradients accumulate in over microbatches and DP reduces (bf16 needs runtime.precision bf16)"),
       field("optim.grad_reduce_dtype", &C::optim, &OptimConfig::grad_reduce_dtype,
-            "dtype DP gradients travel and are summed in (bf16: half the bytes; on Gloo summed in fp32)"),
+            "bf16: fp32 main gradients travel and are summed over DP in bf16 (half the bytes)"),
       field("optim.nonfinite", &C::optim, &OptimConfig::nonfinite,
             "what to do with a non-finite gradient norm"),
       field("optim.decay_embeddings", &C::optim, &OptimConfig::decay_embeddings,
@@ -338,7 +340,9 @@ const std::vector<Field>& schema() {
             "seconds before a collective or rendezvous is declared dead"),
       field("runtime.tf32", &C::runtime, &RuntimeConfig::tf32, "CUDA: let fp32 matmuls use TF32"),
       field("runtime.precision", &C::runtime, &RuntimeConfig::precision,
-            "matmul precision (fp32 master weights either way)"),
+            "dtype of the model's weights, activations and traffic; bf16 keeps fp32 master weights in the optimizer"),
+      field("runtime.fp32_residual", &C::runtime, &RuntimeConfig::fp32_residual,
+            "bf16: keep the residual stream between layers (and pipeline sends) in fp32"),
       field("runtime.peak_tflops", &C::runtime, &RuntimeConfig::peak_tflops,
             "per-process peak TFLOP/s for MFU; 0 = not reported"),
       field("runtime.gpu_memory_gb", &C::runtime, &RuntimeConfig::gpu_memory_gb,
@@ -362,7 +366,7 @@ const std::vector<Field>& schema() {
       field("plan.cpu_process_mb", &C::plan, &PlanConfig::cpu_process_mb,
             "resident MB of a trainer process before its model (CPU pre-flight and plan)"),
       field("plan.gpu_reserved_gb", &C::plan, &PlanConfig::gpu_reserved_gb,
-            "GB per GPU outside the allocator: CUDA context, cuBLAS workspace, NCCL"),
+            "GB per GPU for the CUDA context and its loaded kernels (the planner adds cuBLAS workspaces and NCCL buffers)"),
       field("plan.preflight", &C::plan, &PlanConfig::preflight,
             "a layout predicted not to fit in train/check-config: exit 2, warn, or skip the check"),
   };
@@ -609,6 +613,12 @@ void validate(const Config& cfg, int world_size) {
   if (cfg.optim.zero_stage != 0 && cfg.optim.zero_stage != 1)
     invalid("optim.zero_stage", show(cfg.optim.zero_stage), "only 0 and 1 are supported",
             "set 0 (plain data parallel) or 1 (sharded optimizer)");
+  if (cfg.optim.main_grad_dtype == DType::Bf16 && cfg.runtime.precision != DType::Bf16)
+    invalid("optim.main_grad_dtype", "bf16", "bf16 main gradients belong to a bf16 model; this one is fp32",
+            "set runtime.precision=bf16, or optim.main_grad_dtype=fp32");
+  if (cfg.runtime.fp32_residual && cfg.runtime.precision != DType::Bf16)
+    invalid("runtime.fp32_residual", "true", "an fp32 model's residual stream is fp32 already",
+            "set runtime.precision=bf16, or runtime.fp32_residual=false");
   positive("optim.lr", cfg.optim.lr);
   if (cfg.optim.min_lr < 0 || cfg.optim.min_lr > cfg.optim.lr)
     invalid("optim.min_lr", show(cfg.optim.min_lr), "must be in [0, optim.lr]", "lower it");

@@ -91,7 +91,10 @@ struct OptimConfig {
   double grad_clip = 1.0;  // 0 disables clipping
   int zero_stage = 0;      // 0 | 1
   double bucket_mb = 25.0;
-  DType grad_reduce_dtype = DType::Fp32;  // what DP gradients travel in
+  // Main gradients: where microbatch gradients accumulate and what the optimizer reads (bf16
+  // needs runtime.precision bf16). DP reduction travels in it, or in bf16 with grad_reduce_dtype.
+  DType main_grad_dtype = DType::Fp32;
+  DType grad_reduce_dtype = DType::Fp32;  // bf16: fp32 main gradients travel (and are summed) in bf16
   NonFinite nonfinite = NonFinite::Skip;
   bool decay_embeddings = false;
   bool decay_norms_and_biases = false;
@@ -137,7 +140,9 @@ struct RuntimeConfig {
   std::int64_t seed = 1234;
   int threads = 0;  // intra-op threads per process; 0 = cores / local processes
   double collective_timeout_s = 120.0;
-  DType precision = DType::Fp32;  // of the matmuls; weights, gradients, optimizer stay fp32
+  // The model's weights, activations and traffic; the optimizer keeps fp32 master weights.
+  DType precision = DType::Fp32;
+  bool fp32_residual = false;      // bf16: the residual stream (and pipeline sends) stay fp32
   bool tf32 = false;               // CUDA: fp32 matmuls may use TF32
   double peak_tflops = 0.0;        // for MFU; 0 = unknown
   double gpu_memory_gb = 0.0;      // what the memory pre-flight allows per GPU; 0 = the device's
@@ -158,7 +163,7 @@ struct PlanConfig {
   double inter_node_efficiency = 0.8;   // of the per-GPU network bandwidth
   double activation_overhead = 0.15;    // temporaries and allocator fragmentation on top of kept activations
   double cpu_process_mb = 372;          // a trainer process's own resident memory (LibTorch, threads, Gloo)
-  double gpu_reserved_gb = 3.0;         // per GPU: CUDA context, cuBLAS workspace, NCCL buffers
+  double gpu_reserved_gb = 1.0;         // per GPU: the CUDA context and the kernels it loads (cuBLAS and NCCL buffers are counted apart)
   // What `train` and `check-config` do with a layout predicted not to fit: exit 2, warn, or skip.
   Preflight preflight = Preflight::Error;
 };

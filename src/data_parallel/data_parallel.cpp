@@ -32,7 +32,7 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
 }  // namespace
 
 DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm& comm, const Options& opts)
-    : comm_(comm), zero1_(opts.zero1), bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1) {
+    : comm_(comm), zero1_(opts.zero1),       bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1 && opts.main_grad_dtype == at::kFloat) {
   const int dp = comm.dp().size();
   const auto max_numel = static_cast<int64_t>(opts.bucket_mb * 1024 * 1024 / sizeof(float));
   int chunks = 0;
@@ -47,26 +47,39 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
     }
     const int64_t padded = (numel + dp - 1) / dp * dp;  // equal shards for ZeRO-1
     // On the rank's device: the parameters move there as they move into the bucket.
-    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(comm.device());
-    b.params = at::zeros({padded}, f32);
-    b.grads = at::zeros({padded}, f32);
+    const auto on_device = at::TensorOptions().device(comm.device());
+    b.params = at::zeros({padded}, on_device.dtype(group.front()->tensor.scalar_type()));
+    b.grads = at::zeros({padded}, on_device.dtype(opts.main_grad_dtype));
     for (auto& s : b.segments) {
       at::Tensor& t = s.param->tensor;
       at::Tensor pview = b.params.narrow(0, s.offset, s.numel).view(t.sizes());
       pview.copy_(t.detach());
       t.set_data(pview);  // the parameter now lives in the flat buffer
-      t.mutable_grad() = b.grads.narrow(0, s.offset, s.numel).view(t.sizes());
+      s.param->main_grad = b.grads.narrow(0, s.offset, s.numel).view(t.sizes());
+      // Same dtype: autograd accumulates straight into the bucket.
+      if (t.scalar_type() == opts.main_grad_dtype) t.mutable_grad() = s.param->main_grad;
     }
     b.shard_numel = zero1_ ? padded / dp : padded;
     b.shard_begin = zero1_ ? comm.dp().index() * b.shard_numel : 0;
+    // Masters from the model's values (in a bf16 model, the bf16-rounded initial values, as
+    // Megatron-LM makes them); a checkpoint then overwrites them with its fp32 masters.
+    const at::Tensor shard = b.params.narrow(0, b.shard_begin, b.shard_numel);
+    b.main_params = shard.scalar_type() == at::kFloat ? shard : shard.to(at::kFloat);
     buckets_.push_back(std::move(b));
   }
   sync_enabled_.assign(chunks, false);
   for (size_t i = 0; i < buckets_.size(); ++i) {
     for (auto& s : buckets_[i].segments) {
-      auto acc = torch::autograd::impl::grad_accumulator(s.param->tensor);
+      model::Param* p = s.param;
+      const bool add_into_main = p->tensor.scalar_type() != p->main_grad.scalar_type();
+      auto acc = torch::autograd::impl::grad_accumulator(p->tensor);
       acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          [this, i, p, add_into_main](const torch::autograd::variable_list& outputs,
+                                      const torch::autograd::variable_list&) {
+            if (add_into_main) {  // e.g. a bf16 gradient into fp32 main gradients, then freed
+              p->main_grad.add_(p->tensor.grad());
+              p->tensor.mutable_grad().reset();
+            }
             on_grad_ready(i);
             return outputs;
           }));
@@ -120,11 +133,11 @@ void DataParallel::finish() {
   }
 }
 
-void DataParallel::all_gather_params() {
-  if (!zero1_ || comm_.dp().size() == 1) return;
+void DataParallel::publish_params() {
   for (auto& b : buckets_) {
     at::Tensor mine = b.params.narrow(0, b.shard_begin, b.shard_numel);
-    b.params.copy_(distributed::all_gather(comm_.dp(), mine, 0));
+    if (!mine.is_same(b.main_params)) mine.copy_(b.main_params);  // fp32 masters are the parameters themselves
+    if (zero1_ && comm_.dp().size() > 1) b.params.copy_(distributed::all_gather(comm_.dp(), mine, 0));
   }
 }
 

@@ -1,16 +1,22 @@
-// Data parallelism: gradients live in flat buckets that are reduced over the DP group while
-// backward is still running.
+// Data parallelism, and the mixed-precision bookkeeping that lives with it (Megatron-LM's
+// DistributedDataParallel + contiguous gradient buffer, and its Float16 optimizer's masters).
 //
-// Every parameter of this rank becomes a view into a flat parameter buffer, and its .grad a
-// view into the matching flat gradient buffer, so autograd accumulates microbatch after
-// microbatch in place. Buckets (about optim.bucket_mb each, in backward order, never across
-// model chunks) count their parameters' gradients as they arrive; during the last backward of a
-// step each full bucket starts its all-reduce at once (autograd post-hooks), and finish() waits
-// for all of them just before the optimizer (train/finalize_grads). Earlier microbatches only
-// accumulate.
+// Every parameter of this rank becomes a view into a flat parameter buffer of the model's dtype
+// (runtime.precision). Its gradients accumulate, microbatch after microbatch, into the matching
+// flat buffer of *main gradients* (optim.main_grad_dtype): where the dtypes agree .grad is a
+// view into that buffer and autograd adds in place; where they differ (a bf16 model with fp32
+// main gradients) a hook adds each bf16 gradient into the fp32 buffer as soon as autograd makes
+// it and drops it, so no second full-size gradient stays alive. Param::main_grad is the view.
 //
-// With ZeRO-1 each DP rank owns a 1/dp shard of every bucket: the optimizer updates only that
-// shard and all_gather_params() shares the result.
+// Buckets (about optim.bucket_mb each, in backward order, never across model chunks) count
+// their parameters' gradients as they arrive; during the last backward of a step each full
+// bucket starts its all-reduce at once (autograd post-hooks), and finish() waits for all of them
+// just before the optimizer (train/finalize_grads). Earlier microbatches only accumulate.
+//
+// The optimizer updates fp32 *master weights*: each bucket's main_params, this rank's optimizer
+// shard of it (the whole bucket without ZeRO-1, 1/dp of it with). In an fp32 model they are a
+// view of the parameters themselves; in bf16 a copy of their own. publish_params() writes the
+// updated masters back into the model's parameters and, under ZeRO-1, all-gathers the shards.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,8 +37,9 @@ struct Segment {
 };
 
 struct Bucket {
-  at::Tensor params;  // flat fp32 parameter values
-  at::Tensor grads;   // flat fp32 gradients
+  at::Tensor params;       // flat parameter values, in the model's dtype
+  at::Tensor grads;        // flat main gradients, in the main-gradient dtype
+  at::Tensor main_params;  // fp32 masters of [shard_begin, shard_begin + shard_numel)
   std::vector<Segment> segments;
   int chunk = 0;
   int64_t shard_begin = 0, shard_numel = 0;  // this rank's optimizer shard
@@ -40,7 +47,7 @@ struct Bucket {
   int ready = 0;
   bool launched = false;
   distributed::Pending reduction;
-  at::Tensor wire;  // bf16 copy of `grads` being reduced (optim.grad_reduce_dtype = bf16)
+  at::Tensor wire;  // bf16 copy of fp32 `grads` being reduced (optim.grad_reduce_dtype = bf16)
 };
 
 // Calls fn(segment, begin, n) for the part of each segment inside the bucket's optimizer
@@ -57,9 +64,10 @@ void for_each_in_shard(const Bucket& b, Fn&& fn) {
 class DataParallel {
  public:
   struct Options {
-    double bucket_mb = 25.0;      // optim.bucket_mb
-    bool zero1 = false;           // optim.zero_stage = 1
-    bool bf16_reduction = false;  // gradients travel (and are summed) in bf16, then land in fp32
+    double bucket_mb = 25.0;                  // optim.bucket_mb
+    bool zero1 = false;                       // optim.zero_stage = 1
+    at::ScalarType main_grad_dtype = at::kFloat;  // optim.main_grad_dtype
+    bool bf16_reduction = false;  // fp32 main gradients travel (and are summed) in bf16, then land in fp32
   };
   DataParallel(std::vector<model::Param>& params, distributed::Comm& comm, const Options& opts);
   ~DataParallel();
@@ -69,8 +77,9 @@ class DataParallel {
   void enable_sync(int chunk);
   // Starts what has not started and waits for every reduction over DP.
   void finish();
-  // ZeRO-1: every DP rank shares its updated shard of each bucket.
-  void all_gather_params();
+  // After the optimizer updated the masters: the model's parameters take their values (rounded
+  // to bf16 in a bf16 model) and, under ZeRO-1, every DP rank shares its shard.
+  void publish_params();
 
   std::vector<Bucket>& buckets() { return buckets_; }
   bool zero1() const { return zero1_; }

@@ -308,14 +308,13 @@ Pending start(Group& g, const char* what, std::int64_t bytes, std::chrono::milli
 
 std::chrono::milliseconds timeout_of(Group& g) { return g.backend()->timeout; }
 
-// What the backend is handed for `t`: `t` itself when it already lives where the backend works
-// and has a dtype it takes, else a copy there (bf16 travels as fp32 on Gloo: the values were
-// rounded to bf16 and will be again when the result lands, only the sum is exact).
+// What the backend is handed for `t`: `t` itself when it already lives where the backend works,
+// else a copy there. Every dtype travels as itself (Gloo of LibTorch 2.x sums bf16 too), so the
+// byte counters are what moved.
 at::Tensor on_wire(const Group& g, const at::Tensor& t) {
   const Backend& b = *g.backend();
-  const bool dtype_ok = t.scalar_type() != at::kBFloat16 || b.nccl;
-  if (t.device() == b.wire_device && dtype_ok) return t;
-  return t.to(b.wire_device, dtype_ok ? t.scalar_type() : at::kFloat);
+  if (t.device() == b.wire_device) return t;
+  return t.to(b.wire_device);
 }
 
 

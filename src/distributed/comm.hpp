@@ -6,7 +6,7 @@
 // never talks to anybody: its collectives return at once, so a 1x1x1 run pays nothing.
 //
 // Backends: Gloo on the CPU; with `nccl`, NCCL for every group. A tensor that is not where its group's
-// backend works (a CPU scalar on an NCCL group, a GPU tensor or a bf16 one on Gloo) is copied
+// backend works (a CPU scalar on an NCCL group, a GPU tensor on Gloo) is copied
 // there and back, so callers never need to know which backend a group has.
 #pragma once
 

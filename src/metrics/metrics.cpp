@@ -128,7 +128,9 @@ void StepLogger::step(const StepRecord& r) {
       {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", th.tokens_per_s},
       {"tflops_per_rank", th.tflops_per_rank}, {"mfu", th.mfu}, {"step_s", t.total},
       {"compute_s", t.compute}, {"optimizer_s", t.optimizer}, {"comm_s", t.comm}, {"bubble_s", t.bubble},
-      {"peak_rss_mb", peak_rss_mb()}, {"skipped", static_cast<double>(r.skipped)}};
+      {"peak_rss_mb", peak_rss_mb()}, {"skipped", static_cast<double>(r.skipped)},
+      {"tp_bytes", static_cast<double>(r.bytes.tp)}, {"pp_bytes", static_cast<double>(r.bytes.pp)},
+      {"dp_bytes", static_cast<double>(r.bytes.dp)}};
   if (comm_.device().is_cuda()) {
     figures.emplace_back("gpu_max_allocated_mb", gpu.allocated_peak_mb);
     figures.emplace_back("gpu_max_reserved_mb", gpu.reserved_peak_mb);

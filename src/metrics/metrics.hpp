@@ -21,11 +21,18 @@ struct StepTimes {
   double total = 0, compute = 0, optimizer = 0, comm = 0, bubble = 0;
 };
 
+// Bytes this rank put into each group's operations during one step (the communication layer's
+// counters): what shows that bf16 halves the TP and PP traffic.
+struct StepBytes {
+  std::int64_t tp = 0, pp = 0, dp = 0;
+};
+
 // One optimizer step's figures, as logged.
 struct StepRecord {
   int step = 0;  // 1-based: steps done
   double loss = 0, lr = 0, grad_norm = 0;
   StepTimes times;
+  StepBytes bytes;
   int skipped = 0;             // steps skipped so far for a non-finite gradient norm
   int max_in_flight = 0;       // most microbatches whose activations the printing stage held
   int buckets_overlapped = 0;  // DP buckets whose reduction started while backward ran

@@ -12,14 +12,53 @@ namespace trainer::model {
 using tensor_parallel::ColumnParallelLinear;
 using tensor_parallel::RowParallelLinear;
 using tensor_parallel::TPContext;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::ScalarType param_dtype(const Config& cfg) {
+  return cfg.runtime.precision == DType::Bf16 ? at::kBFloat16 : at::kFloat;
+}
+
+at::ScalarType residual_dtype(const Config& cfg) {
+  return cfg.runtime.fp32_residual ? at::kFloat : param_dtype(cfg);
+}
 
 // ---------------------------------------------------------------- forward pass ------------
 
+namespace {
+
+// RMSNorm x·w/sqrt(mean(x²) + eps), computed in fp32 whatever x's dtype and returned in w's.
+// Backward keeps x and one fp32 scale per token, what a fused kernel keeps (autograd over the
+// composite would keep x², the scaled x and more, each the size of x).
+struct RmsNorm : torch::autograd::Function<RmsNorm> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, double eps) {
+    const at::Tensor xf = x.to(at::kFloat);
+    const at::Tensor inv_rms = at::rsqrt(xf.pow(2).mean(-1, true) + eps);
+    ctx->save_for_backward({x, w, inv_rms});
+    return (xf * inv_rms * w.to(at::kFloat)).to(w.scalar_type());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& w = saved[1];
+    const at::Tensor& inv_rms = saved[2];
+    const at::Tensor normed = x.to(at::kFloat) * inv_rms;
+    const at::Tensor g = grads[0].to(at::kFloat);
+    const at::Tensor gw = g * w.to(at::kFloat);
+    // d/dx of x·r(x)·w with r = (mean x² + eps)^(-1/2): r·(g·w − normed·mean(g·w·normed)).
+    const at::Tensor dx = inv_rms * (gw - normed * (gw * normed).mean(-1, true));
+    const at::Tensor dw = (g * normed).reshape({-1, g.size(-1)}).sum(0);
+    return {dx.to(x.scalar_type()), dw.to(w.scalar_type()), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+// Norms compute in fp32 internally and return the weights' dtype, the input of the matmuls.
 at::Tensor Chunk::norm(const Norm& n, const at::Tensor& x) const {
   if (cfg_->norm == trainer::Norm::LayerNorm)
-    return at::layer_norm(x, {x.size(-1)}, n.weight, n.bias, cfg_->norm_eps);
-  at::Tensor inv_rms = at::rsqrt(x.pow(2).mean(-1, true) + cfg_->norm_eps);
-  return x * inv_rms * n.weight;
+    return at::layer_norm(x.to(n.weight.scalar_type()), {x.size(-1)}, n.weight, n.bias, cfg_->norm_eps);
+  return RmsNorm::apply(x, n.weight, cfg_->norm_eps);
 }
 
 at::Tensor Chunk::dropout(const at::Tensor& x, bool training) const {
@@ -31,7 +70,8 @@ at::Tensor Chunk::rope(const at::Tensor& x) const {
   const int64_t half = x.size(-1) / 2;
   at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   const int64_t s = x.size(-2);  // positions 0 .. s-1 (inputs may be shorter than seq_len)
-  return x * rope_cos_.narrow(0, 0, s) + rotated * rope_sin_.narrow(0, 0, s);
+  // The tables are fp32, so the rotation is computed in fp32 and rounded once to x's dtype.
+  return (x * rope_cos_.narrow(0, 0, s) + rotated * rope_sin_.narrow(0, 0, s)).to(x.scalar_type());
 }
 
 at::Tensor rope_inverse_frequencies(const ModelConfig& m) {
@@ -53,31 +93,21 @@ at::Tensor rope_inverse_frequencies(const ModelConfig& m) {
   return inv;
 }
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::ScalarType dtype,
-                            double dropout) {
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout) {
   // LibTorch picks a flash kernel where the device and dtype have one (CPU fp32/bf16, CUDA
   // bf16/fp16/fp32), which keeps no [S, S] scores or probabilities for backward, and its own
   // math (which does) elsewhere. Dropout on the probabilities is drawn inside the kernel. The
-  // scale is the default 1/sqrt(head_dim).
-  return at::scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), /*attn_mask=*/{}, dropout,
-                                          /*is_causal=*/true)
-      .to(at::kFloat);
+  // scale is the default 1/sqrt(head_dim). enable_gqa lets query heads share key/value heads
+  // inside the kernel, so the repeated keys and values are never materialised (Hugging Face's
+  // repeat_kv copies them).
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, dropout, /*is_causal=*/true, /*scale=*/{},
+                                          /*enable_gqa=*/q.size(1) != k.size(1));
 }
 
-// Each key/value head repeated for the `group` query heads that share it: [B, kv, S, D] ->
-// [B, kv * group, S, D], query head j reading key/value head j / group (Hugging Face's repeat_kv).
-at::Tensor repeat_kv(const at::Tensor& x, int64_t group) {
-  if (group == 1) return x;
-  const auto sizes = x.sizes();
-  return x.unsqueeze(2).expand({sizes[0], sizes[1], group, sizes[2], sizes[3]}).reshape({sizes[0], -1, sizes[2], sizes[3]});
-}
-
-// RoPE on queries and keys, keys and values repeated for grouped-query attention, attention.
+// RoPE on queries and keys, then attention.
 at::Tensor Chunk::attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool training) const {
   const bool rotary = cfg_->positions == Positions::Rope;
-  const int64_t group = local_heads_ / local_kv_heads_;
-  return causal_attention(rotary ? rope(q) : q, repeat_kv(rotary ? rope(k) : k, group), repeat_kv(v, group),
-                          tp_.compute_dtype, training ? cfg_->dropout : 0.0);
+  return causal_attention(rotary ? rope(q) : q, rotary ? rope(k) : k, v, training ? cfg_->dropout : 0.0);
 }
 
 at::Tensor Chunk::attention(const Block& b, const at::Tensor& x, bool training) const {
@@ -121,7 +151,7 @@ at::Tensor Chunk::forward(const at::Tensor& input, bool training) const {
       const int64_t start = tp_.sequence_parallel ? tp_.rank() * s : 0;
       x = x + position_embedding_.narrow(0, start, s);
     }
-    x = dropout(x, training);
+    x = dropout(x.to(residual_dtype_), training);
   } else {
     x = input;
   }
@@ -137,7 +167,7 @@ at::Tensor Chunk::forward(const at::Tensor& input, bool training) const {
 at::Tensor Chunk::logits(const at::Tensor& hidden) const {
   at::Tensor h = norm(final_norm_, hidden);
   h = tp_.sequence_parallel ? tensor_parallel::gather_from_sp(h, *tp_.group) : tensor_parallel::copy_to_tp(h, *tp_.group);
-  return tensor_parallel::linear_in(h, head_weight_, at::Tensor(), tp_.compute_dtype);
+  return ops::linear(h, head_weight_, at::Tensor());
 }
 
 at::Tensor Chunk::loss_sum(const at::Tensor& hidden, const at::Tensor& targets) const {
@@ -155,10 +185,11 @@ at::Tensor GPT::add_param(ParamInfo info, const InitSpec& init) {
   for (const auto& p : params_)
     if (p.info.name == info.name) return p.tensor;  // tied weights inside one rank: one tensor
   const int tp_rank = tp_.rank(), tp_size = tp_.size();
-  at::Tensor t = init_shard(info, init, cfg_.runtime.seed, tp_rank, tp_size);
+  // Drawn in fp32 from the layout-independent full tensor, then rounded to the model's dtype.
+  at::Tensor t = init_shard(info, init, cfg_.runtime.seed, tp_rank, tp_size).to(param_dtype(cfg_));
   if (info.shard_dim >= 0) info.shard_offset = tp_rank / info.tp_replicas * t.size(info.shard_dim);
   t.set_requires_grad(true);
-  params_.push_back({t, info});
+  params_.push_back({t, at::Tensor(), info});
   return t;
 }
 
@@ -166,7 +197,6 @@ Norm GPT::make_norm(const std::string& name, int chunk) {
   const int64_t H = cfg_.model.hidden;
   ParamInfo w{name + ".weight", {H}};
   w.decay = cfg_.optim.decay_norms_and_biases;
-  w.is_norm_or_bias = true;
   w.sequence_parallel_grad = cfg_.parallel.sequence_parallel;
   w.chunk = chunk;
   Norm n;
@@ -192,7 +222,6 @@ ColumnParallelLinear GPT::make_column(const std::string& name, int64_t out, int6
     b.shard_dim = 0;
     b.tp_replicas = tp_replicas;
     b.decay = cfg_.optim.decay_norms_and_biases;
-    b.is_norm_or_bias = true;
     b.chunk = chunk;
     l.bias = add_param(b, {Init::Zeros});
   }
@@ -209,7 +238,6 @@ RowParallelLinear GPT::make_row(const std::string& name, int64_t out, int64_t in
   if (cfg_.model.bias) {
     ParamInfo b{name + ".bias", {out}};
     b.decay = cfg_.optim.decay_norms_and_biases;
-    b.is_norm_or_bias = true;
     b.sequence_parallel_grad = cfg_.parallel.sequence_parallel;
     b.chunk = chunk;
     l.bias = add_param(b, {Init::Zeros});
@@ -243,7 +271,6 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
   const auto& m = cfg_.model;
   tp_.group = &comm.tp();
   tp_.sequence_parallel = cfg_.parallel.sequence_parallel && comm.tp().size() > 1;
-  tp_.compute_dtype = cfg_.runtime.precision == DType::Bf16 ? at::kBFloat16 : at::kFloat;
   const int total_chunks = static_cast<int>(layer_ranges.size());
   const int64_t V = padded_vocab_size(m, comm.tp().size());
   const int64_t S = m.seq_len, H = m.hidden;
@@ -252,7 +279,6 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
   emb.real_rows = m.vocab_size;
   emb.shard_dim = 0;
   emb.decay = cfg_.optim.decay_embeddings;
-  emb.is_embedding = true;
   emb.tied_embedding = m.tied_embeddings;
 
   for (size_t local = 0; local < chunk_ids.size(); ++local) {
@@ -263,7 +289,7 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
     ch.tp_ = tp_;
     ch.first_ = id == 0;
     ch.last_ = id == total_chunks - 1;
-    ch.layer_begin_ = layer_ranges[id].first;
+    ch.residual_dtype_ = residual_dtype(cfg_);
     ch.recompute_ = cfg_.parallel.recompute;
     ch.recompute_layers_ = cfg_.parallel.recompute_layers;
     ch.local_heads_ = m.heads / tp_.size();
@@ -277,7 +303,6 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
       if (m.positions == Positions::Learned) {
         ParamInfo pos{"position_embedding.weight", {S, H}};
         pos.decay = cfg_.optim.decay_embeddings;
-        pos.is_embedding = true;
         pos.sequence_parallel_grad = tp_.sequence_parallel;
         pos.chunk = c;
         ch.position_embedding_ = add_param(pos, {Init::Normal, m.init_std});

@@ -33,18 +33,22 @@ struct Block {
 // model.rope_scaling = llama3 (Hugging Face's _compute_llama3_parameters).
 at::Tensor rope_inverse_frequencies(const ModelConfig& m);
 
-// Causal self-attention of q, k, v [B, heads, S, D] -> [B, heads, S, D] in fp32, the products in
-// `dtype`, through LibTorch's fused scaled_dot_product_attention; `dropout` on the probabilities.
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::ScalarType dtype,
-                            double dropout);
+// Causal self-attention of q [B, heads, S, D] and k, v [B, kv heads, S, D] (kv heads dividing
+// heads: query head j reads key/value head j / (heads / kv heads)) -> [B, heads, S, D], in the
+// inputs' dtype, through LibTorch's fused scaled_dot_product_attention; `dropout` on the
+// probabilities.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout);
+
+// The dtype of the model's parameters and of the residual stream between layers (what the
+// pipeline sends): bf16 for runtime.precision bf16 (the stream fp32 with runtime.fp32_residual).
+at::ScalarType param_dtype(const Config& cfg);
+at::ScalarType residual_dtype(const Config& cfg);
 
 // A contiguous run of layers; chunk 0 also embeds tokens, the last chunk also holds the head.
 class Chunk {
  public:
   bool first() const { return first_; }
   bool last() const { return last_; }
-  int first_layer() const { return layer_begin_; }
-  int num_layers() const { return static_cast<int>(blocks_.size()); }
 
   // First chunk: `input` holds token ids [B, S]. Otherwise: hidden states from the previous
   // chunk, [B, S, H] (or [B, S/tp, H] under sequence parallelism). Dropout only when `training`.
@@ -69,7 +73,7 @@ class Chunk {
   int recompute_layers_ = 0;  // under full: the first this many layers of the chunk
   tensor_parallel::TPContext tp_;
   bool first_ = false, last_ = false;
-  int layer_begin_ = 0;
+  at::ScalarType residual_dtype_ = at::kFloat;
   int local_heads_ = 0, local_kv_heads_ = 0, head_dim_ = 0;
   tensor_parallel::VocabParallelEmbedding embedding_;
   at::Tensor position_embedding_;  // learned positions, [S, H] (first chunk)

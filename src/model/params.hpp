@@ -25,8 +25,6 @@ struct ParamInfo {
   // exceeds model.kv_heads). Their gradients are partial sums, summed over the kv group.
   int tp_replicas = 1;
   bool decay = true;               // AdamW weight decay applies
-  bool is_embedding = false;
-  bool is_norm_or_bias = false;
   // Either copy of a tied embedding (the first stage's input embedding, the last stage's head):
   // their gradients are summed over the embedding group so both take the same step.
   bool tied_embedding = false;
@@ -39,7 +37,8 @@ struct ParamInfo {
 };
 
 struct Param {
-  at::Tensor tensor;
+  at::Tensor tensor;     // what the model computes with (runtime.precision's dtype)
+  at::Tensor main_grad;  // its accumulated gradient in the DP bucket (data_parallel.hpp); undefined without one
   ParamInfo info;
 };
 

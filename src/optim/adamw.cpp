@@ -19,15 +19,15 @@ double learning_rate(const OptimConfig& o, int step, int total_steps) {
 AdamW::AdamW(const OptimConfig& cfg, data_parallel::DataParallel& dp, distributed::Comm& comm)
     : cfg_(cfg), dp_(dp), comm_(comm) {
   for (auto& b : dp_.buckets()) {
-    m_.push_back(at::zeros({b.shard_numel}, b.params.options()));
-    v_.push_back(at::zeros({b.shard_numel}, b.params.options()));
+    m_.push_back(at::zeros({b.shard_numel}, b.main_params.options()));
+    v_.push_back(at::zeros({b.shard_numel}, b.main_params.options()));
   }
 }
 
 double AdamW::grad_norm() {
   const int tp_rank = comm_.coord().tp;
   // Accumulated as a tensor: one host synchronisation per step, not one per parameter. Each
-  // segment's norm is taken in its own dtype (an fp32 reduction, no float64 copy of the
+  // segment's norm is an fp32 reduction (also of bf16 main gradients; no float64 copy of the
   // gradients: that copy cost ~5% of the small benchmark model's step); the sum is in float64.
   at::Tensor total = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
   for (auto& b : dp_.buckets())
@@ -37,7 +37,7 @@ double AdamW::grad_norm() {
       // first rank of their block, the tied embedding on the first stage.
       const bool first_holder = info.shard_dim < 0 ? tp_rank == 0 : tp_rank % info.tp_replicas == 0;
       if (info.tied_copy || !first_holder) return;
-      total += b.grads.narrow(0, begin, n).norm().to(at::kDouble).square();
+      total += at::linalg_vector_norm(b.grads.narrow(0, begin, n), 2, {}, false, at::kFloat).to(at::kDouble).square();
     });
   // Without ZeRO every DP rank holds the same (full) gradients: sum over the model-parallel
   // ranks only. With ZeRO-1 the DP shards are disjoint: sum over everybody.
@@ -63,21 +63,24 @@ void AdamW::step(double lr) {
     // Decoupled weight decay, only on the parameters that take it.
     data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
       if (s.param->info.decay && cfg_.weight_decay > 0)
-        b.params.narrow(0, begin, n).mul_(1.0 - lr * cfg_.weight_decay);
+        b.main_params.narrow(0, begin - b.shard_begin, n).mul_(1.0 - lr * cfg_.weight_decay);
     });
-    at::Tensor p = b.params.narrow(0, b.shard_begin, b.shard_numel);
+    // On the fp32 masters; bf16 main gradients are read in fp32.
+    at::Tensor p = b.main_params;
     at::Tensor g = b.grads.narrow(0, b.shard_begin, b.shard_numel);
     m_[i].mul_(cfg_.beta1).add_(g, 1.0 - cfg_.beta1);
     v_[i].mul_(cfg_.beta2).addcmul_(g, g, 1.0 - cfg_.beta2);
     at::Tensor denom = (v_[i] / bc2).sqrt_().add_(cfg_.eps);
     p.addcdiv_(m_[i], denom, -lr / bc1);
   }
-  dp_.all_gather_params();
+  dp_.publish_params();
 }
 
 std::int64_t AdamW::state_bytes() const {
   std::int64_t bytes = 0;
   for (size_t i = 0; i < m_.size(); ++i) bytes += (m_[i].numel() + v_[i].numel()) * 4;
+  for (const auto& b : dp_.buckets())  // a bf16 model's fp32 masters live with the optimizer
+    if (b.params.scalar_type() != at::kFloat) bytes += b.main_params.numel() * 4;
   return bytes;
 }
 

@@ -26,7 +26,7 @@ class AdamW {
   double clip(double norm);
   void step(double lr);
 
-  std::int64_t state_bytes() const;  // optimizer memory of this rank (m and v)
+  std::int64_t state_bytes() const;  // optimizer memory of this rank: m, v and a bf16 model's fp32 masters
   int steps_taken() const { return t_; }
   // For checkpoints: the first and second moments of each bucket's shard, and the step count.
   std::vector<at::Tensor>& exp_avg() { return m_; }

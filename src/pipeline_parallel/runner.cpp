@@ -91,8 +91,9 @@ at::Tensor Runner::activation_buffer() const {
   const auto& m = cfg_.model;
   const bool sp = cfg_.parallel.sequence_parallel && comm_.tp().size() > 1;
   const int64_t s = sp ? m.seq_len / comm_.tp().size() : m.seq_len;
+  // The residual stream's dtype: bf16 travels in a bf16 model (half the bytes of fp32).
   return at::empty({cfg_.parallel.micro_batch_size, s, m.hidden},
-                   at::TensorOptions().dtype(at::kFloat).device(comm_.device()));
+                   at::TensorOptions().dtype(model::residual_dtype(cfg_)).device(comm_.device()));
 }
 
 int Runner::tag(const Message& msg, int microbatches) const {

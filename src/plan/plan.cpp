@@ -156,38 +156,51 @@ std::vector<Stage> stages_of(const Config& cfg, const Layout& l, int microbatche
 
 // ------------------------------------------------------------------ activations ------------
 
-// Elements per token that one layer keeps for backward in trainer (src/model/gpt.cpp, counted
-// from the tensors autograd saves; fp32).
-double trainer_layer_elements(const ModelConfig& m, const LayerShape& s, bool sp, Recompute recompute, bool gpu) {
-  const double shard = sp ? s.tp : 1;                // the sequence-sharded regions under SP
+// The bytes of each kind of tensor a rank holds: `matmul` for what the layers compute in (the
+// model's parameter dtype), `residual` for the residual stream, the embedding output and the
+// pipeline's sends (runtime.fp32_residual keeps it fp32 under bf16).
+struct Widths {
+  double matmul = 4, residual = 4;
+  bool cpu_fp32 = false;  // trainer's own CPU fp32 kernels (GELU keeps its sigmoid)
+};
+
+Widths widths_of(const Config& cfg, bool gpu) {
+  const bool bf16 = cfg.runtime.precision == DType::Bf16;
+  Widths w;
+  w.matmul = bf16 ? 2 : 4;
+  w.residual = bf16 && !cfg.runtime.fp32_residual ? 2 : 4;
+  w.cpu_fp32 = !gpu && !bf16;
+  return w;
+}
+
+// Bytes per token that one layer keeps for backward in trainer (src/model/gpt.cpp, counted from
+// the tensors autograd saves).
+double trainer_layer_bytes(const ModelConfig& m, const LayerShape& s, bool sp, Recompute recompute, bool gpu,
+                           const Widths& w) {
+  const double shard = sp ? s.tp : 1;  // the sequence-sharded regions under SP
   const double q = s.heads_local * s.D, kv = 2 * s.kv_local * s.D;
-  const bool grouped = s.heads_local > s.kv_local;
   double attention_core;
   if (recompute == Recompute::Selective) {
-    attention_core = q + kv;  // the recomputed function's inputs only
+    attention_core = (q + kv) * w.matmul;  // the recomputed function's inputs only
   } else {
-    const double keys_values = grouped ? 2 * q : kv + (m.positions == Positions::Rope ? kv / 2 : 0);
-    attention_core = q + keys_values + q + s.heads_local;  // q, k, v, the output and its logsumexp
+    // q, k, v (GQA shares them inside the kernel: none repeated; RoPE's rotated keys are a new
+    // tensor beside the kv projection output), the output, and its fp32 log-sum-exp per head.
+    const double keys_values = kv + (m.positions == Positions::Rope ? kv / 2 : 0);
+    attention_core = (q + keys_values + q) * w.matmul + 4 * s.heads_local;
   }
-  const double norms = 2 * s.h / shard + (m.norm == Norm::RmsNorm ? 2 * s.h / shard : 0);  // inputs (+ x·rsqrt)
-  const double matmul_inputs = s.h + q + s.h;  // attention and MLP inputs (full sequence), projection input
-  const double mlp = m.mlp == Mlp::SwiGlu ? 4 * s.f / s.tp : (gpu ? 2 : 3) * s.f / s.tp;  // CPU GELU keeps tanh too
-  const double dropout_masks = m.dropout > 0 ? 2 * s.h / shard / 4 : 0;  // bool masks, in fp32 elements
+  // Two norm inputs: RMSNorm keeps its input (residual dtype) and an fp32 scale per token;
+  // LayerNorm its input cast to the weights' dtype and an fp32 mean and rstd.
+  const double norm_input = m.norm == Norm::RmsNorm ? w.residual : w.matmul;
+  const double norms = 2 * (s.h / shard * norm_input + (m.norm == Norm::RmsNorm ? 4 : 8) / shard);
+  const double matmul_inputs = (s.h + q + s.h) * w.matmul;  // attention and MLP inputs (whole sequence), projection input
+  const double mlp = (m.mlp == Mlp::SwiGlu ? 4 : w.cpu_fp32 ? 3 : 2) * s.f / s.tp * w.matmul;
+  const double dropout_masks = m.dropout > 0 ? 2 * s.h / shard : 0;  // bool masks
   // Measured on the CPU (Gloo), not yet explained by the saved tensors: with tp > 1 each forward
   // TP collective (2 all-reduces, or 2 all-gathers + 2 reduce-scatters with SP) leaves ~2.75
   // full-size [tokens, h] tensors alive until backward (small model at tp 2: +5.6 h per token per
   // layer without SP, +10 with SP; docs/plan.md). Not assumed on GPUs, where it is unmeasured.
-  const double tp_retained = !gpu && s.tp > 1 ? 2.75 * (sp ? 4 : 2) * s.h : 0;
+  const double tp_retained = !gpu && s.tp > 1 ? 2.75 * (sp ? 4 : 2) * s.h * w.matmul : 0;
   return norms + matmul_inputs + attention_core + mlp + dropout_masks + tp_retained;
-}
-
-// bf16 matmuls (runtime.precision=bf16) keep a bf16 copy of each matmul's input (bytes per
-// token): the q and kv inputs (cast separately), the projection's, fc1's (and the gate's), fc2's,
-// and the attention kernel's q, k, v (as repeated for GQA) and output.
-double bf16_copy_bytes(const ModelConfig& m, const LayerShape& s) {
-  const double q = s.heads_local * s.D;
-  const double mlp_inputs = (m.mlp == Mlp::SwiGlu ? 2 : 1) * s.h + s.f / s.tp;
-  return 2 * (2 * s.h + q + mlp_inputs + 4 * q);
 }
 
 // Megatron-LM's activation count (Korthikanti et al. 2022, Table 2; bytes per token of one
@@ -238,51 +251,80 @@ Memory megatron_memory(const Config& cfg, const Layout& l, int microbatches) {
   return mem;
 }
 
+// Bytes per parameter of the model copy, its gradients and the optimizer (before ZeRO-1's ÷ dp).
+// fp32: the weights are AdamW's masters; gradients fp32; two moments. bf16: bf16 weights, main
+// gradients in optim.main_grad_dtype, and fp32 masters beside the moments.
+struct ParamBytes {
+  double weights, gradients, optimizer;
+};
+
+ParamBytes param_bytes(const Config& cfg) {
+  if (cfg.runtime.precision != DType::Bf16) return {4, 4, 8};
+  return {2, cfg.optim.main_grad_dtype == DType::Bf16 ? 2.0 : 4.0, 12};
+}
+
+// What a GPU process holds outside PyTorch's tensors:
+// - the CUDA context with the kernels it loads (plan.gpu_reserved_gb; CUDA's lazy module loading,
+//   PyTorch's default, loads only the kernels used);
+// - cuBLAS and cuBLASLt workspaces, 32 MiB each per (handle, stream) on Hopper and later, 4 MiB
+//   before (the cuBLAS guide's recommendation, PyTorch's default since pytorch#120925); trainer
+//   multiplies on one stream;
+// - NCCL's buffers per communicator: NCCL_BUFFSIZE (4 MiB by default) per channel and
+//   direction, up to 32 channels on NVLink: 256 MiB for each group the rank talks in (TP, DP,
+//   and both pipeline neighbours).
+double gpu_runtime_bytes(const Config& cfg, const Layout& l) {
+  const double mib = 1024.0 * 1024.0;
+  const double cublas = 2 * 32 * mib;
+  const int communicators = (l.tp > 1) + (l.dp > 1) + (l.pp > 1 ? 2 : 0);
+  const double nccl = communicators * 32 * 2 * 4 * mib;
+  return cfg.plan.gpu_reserved_gb * 1e9 + cublas + nccl;
+}
+
 // Trainer's own bytes on one rank of stage `st`.
 Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const Hardware& hw) {
   const ModelConfig& m = cfg.model;
   const PlanConfig& pc = cfg.plan;
   const LayerShape shape = layer_shape(m, l.tp);
+  const Widths w = widths_of(cfg, !hw.is_cpu);
+  const ParamBytes pb = param_bytes(cfg);
   const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
   const double shard = l.sequence_parallel ? l.tp : 1;
   const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
-  const bool bf16 = cfg.runtime.precision == DType::Bf16;
+  const double zero = l.zero_stage >= 1 ? l.dp : 1;
   Memory mem;
   mem.stage = st.index;
-  // fp32 weights are the master copy; fp32 gradients (flat buckets); Adam moments (ZeRO-1: / dp).
-  mem.weights = 4 * st.params;
-  mem.gradients = 4 * st.params;
-  mem.optimizer = 8 * st.params / (l.zero_stage >= 1 ? l.dp : 1);
+  mem.weights = pb.weights * st.params;
+  mem.gradients = pb.gradients * st.params;
+  mem.optimizer = pb.optimizer * st.params / zero;
   // Kept activations: each in-flight (microbatch, chunk) pair holds its chunk's layers; a fully
   // recomputed layer keeps its input alone.
   const double layers_per_chunk = st.layers / l.virtual_stages;
-  const double per_layer = 4 * trainer_layer_elements(m, shape, l.sequence_parallel, l.recompute, !hw.is_cpu) +
-                           (bf16 ? bf16_copy_bytes(m, shape) : 0);
+  const double per_layer = trainer_layer_bytes(m, shape, l.sequence_parallel, l.recompute, !hw.is_cpu, w);
+  const double layer_input = w.residual * m.hidden / shard;
   const double recomputed = recomputed_layers(cfg, l, layers_per_chunk);
-  const double kept = (layers_per_chunk - recomputed) * per_layer + recomputed * 4 * m.hidden / shard;
+  const double kept = (layers_per_chunk - recomputed) * per_layer + recomputed * layer_input;
   double activations = st.in_flight * kept * tokens;
   // Backward runs the chunk's last layers first; when every layer is recomputed, nothing freed
   // by them makes room for the layer being recomputed.
   if (recomputed > 0 && recomputed >= layers_per_chunk) activations += per_layer * tokens;
-  if (st.first) activations += 4 * m.hidden / shard * tokens * st.first_in_flight;  // embedding output
-  // bf16 matmuls keep a bf16 copy of each weight per microbatch in flight.
-  if (bf16) activations += st.in_flight / static_cast<double>(l.virtual_stages) * 2 * st.matmul_params;
-  // The head keeps the fp32 softmax per microbatch in flight and, while one runs, the logits,
-  // their gradient and one temporary of that size.
-  const double logits = st.last ? (st.head_in_flight + 3) * 4 * tokens * vocab_rows : 0;
+  if (st.first) activations += layer_input * tokens * st.first_in_flight;  // embedding output
+  // The head keeps its logits (in the model's dtype; the cross-entropy saves nothing else of
+  // their size) per microbatch in flight and, while one runs backward, their gradient in the
+  // same dtype; the cross-entropy's fp32 work goes in 16 MB blocks.
+  const double logits = st.last ? (st.head_in_flight + 1) * w.matmul * tokens * vocab_rows : 0;
   mem.activations = activations * (1 + pc.activation_overhead);
   mem.logits = logits * (1 + pc.activation_overhead);
-  // AdamW's step works in temporaries about twice its shard's size; they reuse the activations'
-  // memory, so they matter only when the activations are smaller.
-  const double optimizer_temporaries = 2 * 4 * st.params / (l.zero_stage >= 1 ? l.dp : 1);
+  // AdamW's step works in fp32 temporaries about twice its shard's size; they reuse the
+  // activations' memory, so they matter only when the activations are smaller.
+  const double optimizer_temporaries = 2 * 4 * st.params / zero;
   if (optimizer_temporaries > mem.activations + mem.logits) {
     mem.activations = optimizer_temporaries;
     mem.logits = 0;
   }
-  // Two pipeline receive buffers per chunk; a bf16 copy of the gradients when they travel in bf16.
-  if (l.pp > 1) mem.buffers += 2 * l.virtual_stages * tokens * m.hidden / shard * 4;
-  if (cfg.optim.grad_reduce_dtype == DType::Bf16 && l.dp > 1) mem.buffers += 2 * st.params;
-  mem.runtime = hw.is_cpu ? pc.cpu_process_mb * 1e6 : pc.gpu_reserved_gb * 1e9;
+  // Two pipeline receive buffers per chunk; a bf16 copy of fp32 gradients that travel in bf16.
+  if (l.pp > 1) mem.buffers += 2 * l.virtual_stages * tokens * layer_input;
+  if (cfg.optim.grad_reduce_dtype == DType::Bf16 && pb.gradients == 4 && l.dp > 1) mem.buffers += 2 * st.params;
+  mem.runtime = hw.is_cpu ? pc.cpu_process_mb * 1e6 : gpu_runtime_bytes(cfg, l);
   return mem;
 }
 
@@ -331,7 +373,8 @@ ForwardCost forward_cost(const Config& cfg, const Layout& l, const Hardware& hw,
   Layout forward_only = l;  // element-wise traffic of a forward that keeps everything
   forward_only.recompute = Recompute::None;
   const double kept_bytes = megatron ? megatron_layer_bytes(m, shape, forward_only) * tokens
-                                     : 4 * trainer_layer_elements(m, shape, l.sequence_parallel, Recompute::None, !hw.is_cpu) * tokens;
+                                     : trainer_layer_bytes(m, shape, l.sequence_parallel, Recompute::None, !hw.is_cpu,
+                                                           widths_of(cfg, !hw.is_cpu)) * tokens;
   const double elementwise = pc.elementwise_traffic * kept_bytes / memory_rate;
   c.layer = 2 * tokens * shape.matmul_params / matmul_rate + c.attention + elementwise;
   const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
@@ -363,7 +406,7 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   }
   const ForwardCost f = forward_cost(cfg, l, hw, peak_of(cfg, hw), share);
   const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
-  const double act_bytes = megatron ? 2 : 4;  // what TP and PP move per element
+  const double act_bytes = megatron || cfg.runtime.precision == DType::Bf16 ? 2 : 4;  // what TP and PP move per element
   const double shard = l.sequence_parallel ? l.tp : 1;
   const Link tp_link = link_for(hw, pc, 1, l.tp, ranks_per_node);
   const Link dp_link = link_for(hw, pc, l.tp, l.dp, ranks_per_node);
@@ -404,7 +447,8 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   // optimizer reduce-scatters and all-gathers 16-bit parameters.
   double max_params = 0;
   for (const Stage& st : stages) max_params = std::max(max_params, st.params);
-  const double grad_bytes = megatron || cfg.optim.grad_reduce_dtype == DType::Bf16 ? 2 : 4;
+  const double grad_bytes =
+      megatron || cfg.optim.grad_reduce_dtype == DType::Bf16 || cfg.optim.main_grad_dtype == DType::Bf16 ? 2 : 4;
   const bool sharded = l.zero_stage >= 1;
   const double reduce = ring_seconds(max_params * grad_bytes, l.dp, dp_link.gbs, dp_link.latency_us, megatron && sharded ? 1 : 2);
   const double gather = sharded ? ring_seconds(max_params * (megatron ? 2 : 4), l.dp, dp_link.gbs, dp_link.latency_us, 1) : 0;

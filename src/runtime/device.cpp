@@ -47,6 +47,20 @@ void use_device(const c10::Device& device, bool tf32) {
   at::globalContext().setFloat32MatmulPrecision(tf32 ? "high" : "highest");
 }
 
+void check_precision(const c10::Device& device, DType precision) {
+#ifdef TRAINER_WITH_CUDA
+  if (precision != DType::Bf16 || !device.is_cuda()) return;
+  const auto* props = at::cuda::getDeviceProperties(device.index());
+  if (props->major < 8)
+    throw ConfigError("runtime.precision = bf16: " + std::string(props->name) + " (compute capability " +
+                      std::to_string(props->major) + "." + std::to_string(props->minor) +
+                      ") has no bf16 matmuls, which need 8.0 (Ampere) or later; fix: runtime.precision=fp32");
+#else
+  (void)device;
+  (void)precision;
+#endif
+}
+
 void synchronize(const c10::Device& device) {
 #ifdef TRAINER_WITH_CUDA
   if (device.is_cuda()) c10::cuda::device_synchronize();

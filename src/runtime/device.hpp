@@ -24,6 +24,11 @@ c10::Device choose_device(DeviceKind setting, int local_rank);
 // Makes `device` current for this process; `tf32` lets fp32 matmuls on CUDA use TF32.
 void use_device(const c10::Device& device, bool tf32);
 
+// Refuses (ConfigError, exit 2) a runtime.precision `device` cannot compute in: bf16 on a GPU
+// without bf16 matmuls (compute capability below 8.0). CPUs run bf16 matmuls everywhere
+// (natively with AVX512-BF16 or AMX, else converted to fp32 inside oneDNN).
+void check_precision(const c10::Device& device, DType precision);
+
 // Waits for the work queued on `device`: CUDA kernels run asynchronously, so step timing
 // synchronises before it reads the clock. A no-op on the CPU.
 void synchronize(const c10::Device& device);

@@ -78,42 +78,66 @@ struct GatherLastDim : Function<GatherLastDim> {
   }
 };
 
+// The cross-entropy works on blocks of this many logits (rows of the [N, V/tp] slice) at a time
+// in fp32, so that no fp32 copy of the whole slice ever exists: 16 MB at a time.
+constexpr int64_t kBlockElements = int64_t(1) << 22;
+
 struct VocabParallelCE : Function<VocabParallelCE> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets,
                             int64_t vocab_start, int64_t real_vocab, distributed::Group* g,
                             int64_t ignore_index) {
-    const int64_t local_vocab = logits.size(1);
-    at::Tensor x = logits.to(at::kFloat).clone();
-    // Padding columns never take part: they get -inf, so exp() makes them exactly 0.
+    const int64_t N = logits.size(0), local_vocab = logits.size(1);
+    // Padding columns (global ids >= real_vocab) never take part.
     const int64_t real_here = std::clamp<int64_t>(real_vocab - vocab_start, 0, local_vocab);
-    if (real_here < local_vocab) x.narrow(1, real_here, local_vocab - real_here).fill_(-INFINITY);
+    const at::Tensor real = logits.narrow(1, 0, real_here);
+    const auto f32 = logits.options().dtype(at::kFloat);
 
-    at::Tensor max = x.amax(1);
+    at::Tensor max = real_here > 0 ? real.amax(1).to(at::kFloat) : at::full({N}, -INFINITY, f32);
     distributed::all_reduce_max(*g, max);
-    x.sub_(max.unsqueeze(1));
 
     const at::Tensor valid = targets.ne(ignore_index);
     const at::Tensor in_range = targets.ge(vocab_start).logical_and(targets.lt(vocab_start + local_vocab));
-    const at::Tensor local_target = (targets - vocab_start).clamp(0, local_vocab - 1);
-    at::Tensor target_logit = x.gather(1, local_target.unsqueeze(1)).squeeze(1) * in_range;
+    const at::Tensor local_target = (targets - vocab_start).clamp(0, local_vocab - 1).unsqueeze(1);
+    at::Tensor target_logit = logits.gather(1, local_target).squeeze(1).to(at::kFloat) * in_range;
     distributed::all_reduce(*g, target_logit);
 
-    at::Tensor exp = x.exp_();
-    at::Tensor sum_exp = exp.sum(1);
+    at::Tensor sum_exp = at::zeros({N}, f32);
+    const int64_t rows = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, local_vocab));
+    for (int64_t r = 0; r < N && real_here > 0; r += rows) {
+      const int64_t n = std::min(rows, N - r);
+      at::Tensor x = real.narrow(0, r, n).to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+      sum_exp.narrow(0, r, n).copy_(x.sub_(max.narrow(0, r, n).unsqueeze(1)).exp_().sum(1));
+    }
     distributed::all_reduce(*g, sum_exp);
 
-    at::Tensor loss = (sum_exp.log() - target_logit) * valid;
-    exp.div_(sum_exp.unsqueeze(1));  // now the local slice of the softmax
-    ctx->save_for_backward({exp, local_target, in_range.logical_and(valid), valid});
-    return loss;
+    // log-sum-exp per position; backward recomputes the softmax from it and the logits, which the
+    // head keeps anyway: nothing of the logits' size is saved besides them.
+    const at::Tensor lse = sum_exp.log() + max;
+    ctx->saved_data["real_here"] = real_here;
+    ctx->save_for_backward({logits, lse, local_target, in_range.logical_and(valid), valid});
+    return (lse - target_logit) * valid;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    at::Tensor softmax = saved[0], local_target = saved[1], hit = saved[2], valid = saved[3];
-    at::Tensor g = grads[0] * valid;  // [N]
-    at::Tensor grad = softmax * g.unsqueeze(1);
-    grad.scatter_add_(1, local_target.unsqueeze(1), (-(g * hit)).unsqueeze(1));
+    const at::Tensor logits = saved[0], lse = saved[1], local_target = saved[2], hit = saved[3], valid = saved[4];
+    const int64_t real_here = ctx->saved_data["real_here"].toInt();
+    const int64_t N = logits.size(0), local_vocab = logits.size(1);
+    const at::Tensor g = grads[0] * valid;  // [N]
+    // d loss / d logit = softmax · g, block by block in fp32, written in the logits' dtype.
+    at::Tensor grad = real_here < local_vocab ? at::zeros_like(logits) : at::empty_like(logits);
+    const int64_t rows = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, local_vocab));
+    for (int64_t r = 0; r < N && real_here > 0; r += rows) {
+      const int64_t n = std::min(rows, N - r);
+      at::Tensor p = logits.narrow(0, r, n).narrow(1, 0, real_here).to(at::kFloat, false, /*copy=*/true);
+      p.sub_(lse.narrow(0, r, n).unsqueeze(1)).exp_().mul_(g.narrow(0, r, n).unsqueeze(1));
+      grad.narrow(0, r, n).narrow(1, 0, real_here).copy_(p);
+    }
+    // The target's column is (p - 1) g, from its fp32 probability: p rounded to bf16 near 1
+    // would lose most of p - 1.
+    const at::Tensor target_p = (logits.gather(1, local_target).squeeze(1).to(at::kFloat) - lse).exp();
+    const at::Tensor target_grad = at::where(hit, (target_p - 1) * g, grad.gather(1, local_target).squeeze(1).to(at::kFloat));
+    grad.scatter_(1, local_target, target_grad.unsqueeze(1).to(grad.scalar_type()));
     return {grad, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -149,26 +173,17 @@ void sum_replica_grads(const std::vector<at::Tensor>& grads, distributed::Group&
   }
 }
 
-at::Tensor linear_in(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                     at::ScalarType dtype) {
-  if (dtype == at::kFloat) return ops::linear(x, w, b);
-  // Autocast by hand: the matmul runs in `dtype`; casts are differentiable, so the weight's
-  // gradient arrives in fp32 for the fp32 master copy.
-  at::Tensor y = at::linear(x.to(dtype), w.to(dtype), b.defined() ? b.to(dtype) : b);
-  return y.to(at::kFloat);
-}
-
 at::Tensor column_input(const at::Tensor& x, const TPContext& tp) {
   return tp.sequence_parallel ? gather_from_sp(x, *tp.group) : copy_to_tp(x, *tp.group);
 }
 
 at::Tensor ColumnParallelLinear::apply(const at::Tensor& input, const TPContext& tp) const {
-  at::Tensor y = linear_in(input, weight, bias, tp.compute_dtype);
+  at::Tensor y = ops::linear(input, weight, bias);
   return gather_output ? gather_last_dim(y, *tp.group) : y;
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x, const TPContext& tp) const {
-  at::Tensor partial = linear_in(x, weight, at::Tensor(), tp.compute_dtype);
+  at::Tensor partial = ops::linear(x, weight, at::Tensor());
   at::Tensor y = tp.sequence_parallel ? scatter_to_sp(partial, *tp.group)
                                       : reduce_from_tp(partial, *tp.group);
   return bias.defined() ? y + bias : y;  // added once, after the reduction

@@ -20,11 +20,11 @@
 
 namespace trainer::tensor_parallel {
 
-// What every TP layer needs to know about the run.
+// What every TP layer needs to know about the run. Layers compute in their weights' dtype, and
+// every collective carries what they compute (bf16 in a bf16 model).
 struct TPContext {
   distributed::Group* group = nullptr;
   bool sequence_parallel = false;
-  at::ScalarType compute_dtype = at::kFloat;  // bf16: matmuls in bf16, fp32 elsewhere
   int rank() const { return group->index(); }
   int size() const { return group->size(); }
 };
@@ -39,10 +39,6 @@ at::Tensor gather_last_dim(const at::Tensor& x, distributed::Group& g);
 // TP for those that see only this rank's tokens under sequence parallelism (norms,
 // row-parallel biases, learned positions), over the kv group for replicated key/value heads.
 void sum_replica_grads(const std::vector<at::Tensor>& grads, distributed::Group& g);
-
-// y = x W^T (+ b) with the matmul in `dtype` and the result in fp32.
-at::Tensor linear_in(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                     at::ScalarType dtype);
 
 // The full input of column-parallel layers: x itself (its gradient summed over TP in backward),
 // or under sequence parallelism x gathered along the sequence. Layers that read the same input
@@ -76,8 +72,11 @@ struct VocabParallelEmbedding {
 
 // Cross-entropy over vocab-sharded logits without gathering them: three all-reduces (max,
 // sum of exp, target logit). Columns at global ids >= real_vocab (padding) are excluded.
-// logits: [N, V/tp] fp32 slice starting at vocab_start; targets: [N] global ids, ignore_index
-// marks positions without a target. Returns the per-position loss [N] (0 where ignored).
+// logits: [N, V/tp] slice starting at vocab_start, in any float dtype (computed in fp32);
+// targets: [N] global ids, ignore_index marks positions without a target. Returns the fp32
+// per-position loss [N] (0 where ignored). It works in fp32 on blocks of rows, never on an fp32
+// copy of the whole slice; backward keeps the logits themselves and an fp32 log-sum-exp per
+// position, recomputes the softmax from them and returns the gradient in the logits' dtype.
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
                                         int64_t vocab_start, int64_t real_vocab, distributed::Group& g,
                                         int64_t ignore_index = -100);

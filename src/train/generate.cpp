@@ -39,7 +39,7 @@ std::string generate(const GenerateOptions& opts) {
     at::Tensor context = at::empty({1, cfg.model.seq_len}, at::kLong).fill_(0);
     for (int64_t i = 0; i < len; ++i) context[0][i] = ids[ids.size() - len + i];
     at::Tensor logits = chunk.logits(chunk.forward(context, /*training=*/false))[0][len - 1];
-    logits = logits.narrow(0, 0, cfg.model.vocab_size).clone();  // padding is never generated
+    logits = logits.narrow(0, 0, cfg.model.vocab_size).to(at::kFloat, false, true);  // padding is never generated
     int64_t next;
     if (opts.temperature <= 0) {
       next = logits.argmax().item<int64_t>();

@@ -75,7 +75,8 @@ double evaluate(const Config& cfg, distributed::Comm& comm, pipeline_parallel::R
 // the clock and the communication layer's counters.
 class StepClock {
  public:
-  explicit StepClock(const distributed::Comm& comm) : comm_(comm), start_(Clock::now()), comm_start_(comm_seconds(comm)) {}
+  explicit StepClock(distributed::Comm& comm)
+      : comm_(comm), start_(Clock::now()), comm_start_(comm_seconds(comm)), bytes_start_(bytes_so_far(comm)) {}
   void optimizer_starts() {
     optimizer_start_ = Clock::now();
     comm_at_optimizer_ = comm_seconds(comm_);
@@ -92,11 +93,20 @@ class StepClock {
     t.compute = std::max(0.0, t.total - t.comm - t.bubble - t.optimizer);
     return t;
   }
+  metrics::StepBytes bytes() const {
+    const metrics::StepBytes now = bytes_so_far(comm_);
+    return {now.tp - bytes_start_.tp, now.pp - bytes_start_.pp, now.dp - bytes_start_.dp};
+  }
 
  private:
-  const distributed::Comm& comm_;
+  static metrics::StepBytes bytes_so_far(distributed::Comm& comm) {
+    return {comm.tp().stats().bytes, comm.pp().stats().bytes, comm.dp().stats().bytes};
+  }
+
+  distributed::Comm& comm_;
   Clock::time_point start_, optimizer_start_;
   double comm_start_ = 0, comm_at_optimizer_ = 0, optimizer_ = 0;
+  metrics::StepBytes bytes_start_;
 };
 
 // The objects a checkpoint saves and restores.
@@ -124,9 +134,9 @@ checkpoint::TrainState resume(const Checkpointed& c, bool allowed) {
 }
 
 // checkpoint.init_from, on a fresh start: the weights only (step 0, fresh optimizer).
-void initialize_from(const Config& cfg, distributed::Comm& comm, model::GPT& model) {
+void initialize_from(const Config& cfg, distributed::Comm& comm, model::GPT& model, data_parallel::DataParallel& dp) {
   const auto t0 = Clock::now();
-  checkpoint::load_weights(cfg.checkpoint.init_from, cfg, model.params());
+  checkpoint::load_weights(cfg.checkpoint.init_from, cfg, model.params(), &dp);
   if (comm.rank() == 0) spdlog::info("weights from {} in {:.2f}s", cfg.checkpoint.init_from, seconds_since(t0));
 }
 
@@ -134,7 +144,7 @@ void save(const Checkpointed& c, checkpoint::TrainState& state, const char* why)
   if (c.cfg.checkpoint.dir.empty()) return;
   const auto t0 = Clock::now();
   state.consumed_samples = static_cast<std::int64_t>(state.step) * c.cfg.train.global_batch_size;
-  const std::string dir = checkpoint::save(c.cfg, c.comm, c.model.params(), c.optimizer, c.dp, state);
+  const std::string dir = checkpoint::save(c.cfg, c.comm, c.optimizer, c.dp, state);
   if (c.comm.rank() == 0) spdlog::info("checkpoint {} saved ({}) in {:.2f}s", dir, why, seconds_since(t0));
 }
 
@@ -164,6 +174,7 @@ std::unique_ptr<distributed::Comm> join(const Config& cfg, const distributed::Jo
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.runtime.collective_timeout_s * 1000));
   const c10::Device device = runtime::choose_device(cfg.runtime.device, job.local_rank);
   runtime::use_device(device, cfg.runtime.tf32);
+  runtime::check_precision(device, cfg.runtime.precision);
   // Dropout draws from the default generators: seeded, a run repeats itself. The TP ranks of one
   // (dp, pp) share a seed: their replicated activations (the residual stream without sequence
   // parallelism) must drop the same elements, or the replicas of norms and biases drift apart.
@@ -188,6 +199,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   data_parallel::DataParallel::Options dp_options;
   dp_options.bucket_mb = cfg.optim.bucket_mb;
   dp_options.zero1 = cfg.optim.zero_stage == 1;
+  dp_options.main_grad_dtype = cfg.optim.main_grad_dtype == DType::Bf16 ? at::kBFloat16 : at::kFloat;
   dp_options.bf16_reduction = cfg.optim.grad_reduce_dtype == DType::Bf16;
   data_parallel::DataParallel dp(model.params(), comm, dp_options);
   optim::AdamW optimizer(cfg.optim, dp, comm);
@@ -210,7 +222,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
 
   const Checkpointed checkpointed{cfg, comm, model, optimizer, dp};
   checkpoint::TrainState state = resume(checkpointed, opts.resume);
-  if (state.step == 0 && !cfg.checkpoint.init_from.empty()) initialize_from(cfg, comm, model);
+  if (state.step == 0 && !cfg.checkpoint.init_from.empty()) initialize_from(cfg, comm, model, dp);
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
 
@@ -256,6 +268,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
     record.lr = lr;
     record.grad_norm = norm;
     record.times = clock.split(stats.wait_seconds);
+    record.bytes = clock.bytes();
     record.skipped = state.skipped;
     record.max_in_flight = stats.max_in_flight;
     record.buckets_overlapped = dp.launched_in_backward();
@@ -285,7 +298,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   save(checkpointed, state, "end of training");
   if (!opts.dump_dir.empty())
     checkpoint::write_pieces(opts.dump_dir + "/rank" + std::to_string(comm.rank()),
-                             checkpoint::param_pieces(model.params(), true));
+                             checkpoint::dump_pieces(model.params(), dp));
   distributed::barrier(comm.world());
   return 0;
 }

@@ -196,7 +196,8 @@ bool is_json_number(const std::string& s) {
 }
 
 const char* const kTrainFigures[] = {"loss", "lr", "grad_norm", "tokens_per_s", "tflops_per_rank", "mfu",
-                                     "step_s", "compute_s", "optimizer_s", "comm_s", "bubble_s", "peak_rss_mb", "skipped"};
+                                     "step_s", "compute_s", "optimizer_s", "comm_s", "bubble_s", "peak_rss_mb", "skipped",
+                                     "tp_bytes", "pp_bytes", "dp_bytes"};
 
 // StepLogger on its own, one process: a step with a NaN loss, then an eval result.
 int step_logger_worker() {

@@ -105,6 +105,10 @@ TEST_CASE("bad configs exit 2 naming key - value and fix", "[config][cli]") {
       {"hidden not divisible by heads", "", {"model.hidden=66"}, 0, {"model.hidden", "model.heads"}},
       {"stage_layers not summing", "", {"parallel.pp=2", "parallel.stage_layers=[1,2]"}, 0, {"parallel.stage_layers", "adds up to 3"}},
       {"virtual stages without interleaving", "", {"parallel.virtual_stages=2"}, 0, {"parallel.virtual_stages", "interleaved-1f1b"}},
+      {"fp16 precision", "", {"runtime.precision=fp16"}, 0, {"runtime.precision", "'fp16'", "fp32, bf16"}},
+      {"fp8 precision", "", {"runtime.precision=fp8"}, 0, {"runtime.precision", "'fp8'", "fp32, bf16"}},
+      {"bf16 main grads of an fp32 model", "", {"optim.main_grad_dtype=bf16"}, 0, {"optim.main_grad_dtype", "runtime.precision=bf16"}},
+      {"fp32 residual of an fp32 model", "", {"runtime.fp32_residual=true"}, 0, {"runtime.fp32_residual", "runtime.precision=bf16"}},
       {"zero stage 2", "", {"optim.zero_stage=2"}, 0, {"optim.zero_stage", "only 0 and 1"}},
       {"sequence parallel with indivisible seq", "", {"parallel.tp=2", "parallel.sequence_parallel=true", "model.seq_len=33"}, 0, {"model.seq_len", "sequence parallelism"}},
   };

@@ -74,7 +74,7 @@ TEST_CASE("fused causal attention equals the explicit math - values and every in
   };
   auto fused = [](std::vector<at::Tensor>& t) {
     const auto parts = t[0].permute({3, 0, 2, 1, 4}).unbind(0);  // the model's strided views
-    return model::causal_attention(parts[0], parts[1], parts[2], at::kFloat, 0.0);
+    return model::causal_attention(parts[0], parts[1], parts[2], 0.0);
   };
   // The shapes a TP rank sees (heads / tp) at the tiny and small models' head sizes, a sequence
   // of one, and one longer than the kernel's blocks.
