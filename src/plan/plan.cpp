@@ -196,10 +196,10 @@ double trainer_layer_bytes(const ModelConfig& m, const LayerShape& s, bool sp, R
   const double mlp = (m.mlp == Mlp::SwiGlu ? 4 : w.cpu_fp32 ? 3 : 2) * s.f / s.tp * w.matmul;
   const double dropout_masks = m.dropout > 0 ? 2 * s.h / shard : 0;  // bool masks
   // Measured on the CPU (Gloo), not yet explained by the saved tensors: with tp > 1 each forward
-  // TP collective (2 all-reduces, or 2 all-gathers + 2 reduce-scatters with SP) leaves ~2.75
-  // full-size [tokens, h] tensors alive until backward (small model at tp 2: +5.6 h per token per
-  // layer without SP, +10 with SP; docs/plan.md). Not assumed on GPUs, where it is unmeasured.
-  const double tp_retained = !gpu && s.tp > 1 ? 2.75 * (sp ? 4 : 2) * s.h * w.matmul : 0;
+  // TP collective (2 all-reduces, or 2 all-gathers + 2 reduce-scatters with SP) leaves ~1.4
+  // full-size [tokens, h] tensors alive until backward (small model at tp 2, seq 256 and 1024,
+  // fp32 and bf16; docs/plan.md). Not assumed on GPUs, where it is unmeasured.
+  const double tp_retained = !gpu && s.tp > 1 ? 1.4 * (sp ? 4 : 2) * s.h * w.matmul : 0;
   return norms + matmul_inputs + attention_core + mlp + dropout_masks + tp_retained;
 }
 
@@ -310,14 +310,21 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   if (st.first) activations += layer_input * tokens * st.first_in_flight;  // embedding output
   // The head keeps its logits (in the model's dtype; the cross-entropy saves nothing else of
   // their size) per microbatch in flight and, while one runs backward, their gradient in the
-  // same dtype; the cross-entropy's fp32 work goes in 16 MB blocks.
-  const double logits = st.last ? (st.head_in_flight + 1) * w.matmul * tokens * vocab_rows : 0;
+  // same dtype; the cross-entropy's fp32 work goes in 16 MB blocks. Measured on the CPU, not
+  // explained by these tensors: in bf16, where the head runs through LibTorch's CPU matmul and
+  // its autograd backward (fp32 has trainer's own, src/ops/cpu_ops.cpp), the backward holds ~3
+  // bytes per logit more (docs/plan.md).
+  const double head_backward = w.matmul + (hw.is_cpu && w.matmul == 2 ? 3 : 0);
+  const double logits = st.last ? (st.head_in_flight * w.matmul + head_backward) * tokens * vocab_rows : 0;
   mem.activations = activations * (1 + pc.activation_overhead);
   mem.logits = logits * (1 + pc.activation_overhead);
-  // AdamW's step works in fp32 temporaries about twice its shard's size; they reuse the
-  // activations' memory, so they matter only when the activations are smaller.
+  // AdamW's step works in fp32 temporaries about twice its shard's size. On GPUs they reuse the
+  // activations' memory (the caching allocator splits freed blocks), so they matter only when
+  // the activations are smaller; on the CPU glibc's heap measured them on top.
   const double optimizer_temporaries = 2 * 4 * st.params / zero;
-  if (optimizer_temporaries > mem.activations + mem.logits) {
+  if (hw.is_cpu) {
+    mem.buffers += optimizer_temporaries;
+  } else if (optimizer_temporaries > mem.activations + mem.logits) {
     mem.activations = optimizer_temporaries;
     mem.logits = 0;
   }

@@ -84,7 +84,7 @@ TEST_CASE("a checkpoint loads at another layout and training continues the same"
   }
 }
 
-TEST_CASE("a bf16 checkpoint continues in fp32 at another layout, and an fp32 one in bf16", "[checkpoint][bf16][mp]") {
+TEST_CASE("a bf16 checkpoint continues in fp32 at another layout - and an fp32 one in bf16", "[checkpoint][bf16][mp]") {
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{"bf16", "fp32"}, {"fp32", "bf16"}}) {
     INFO(from << " to " << to);
     testing::TempDir dir;
@@ -253,6 +253,18 @@ TEST_CASE("export writes Hugging Face GPT-2 tensors that an independent reader p
     CHECK(resaved.at(name).shape == t.shape);
     CHECK(resaved.at(name).values == t.values);
   }
+
+  // --dtype bf16: the same tensors rounded once to bf16, which the real library reads as such.
+  r = testing::trainer({"export", "--checkpoint", step, "--output", dir.file("bf16.safetensors"), "--dtype", "bf16"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  auto bf16 = testing::run(testing::python() + " -c \"import sys, torch; from safetensors.torch import load_file; "
+                           "a = load_file(sys.argv[1]); b = load_file(sys.argv[2]); "
+                           "assert a.keys() == b.keys() and all(v.dtype == torch.bfloat16 for v in b.values()); "
+                           "assert all(torch.equal(a[k].bfloat16(), b[k]) for k in a); print('bf16 ok')\" " +
+                           dir.file("model.safetensors") + " " + dir.file("bf16.safetensors"), 120);
+  INFO(bf16.output);
+  CHECK(bf16.output.find("bf16 ok") != std::string::npos);
 }
 
 TEST_CASE("generate samples from a checkpoint deterministically", "[checkpoint][generate][mp]") {

@@ -1,5 +1,5 @@
 // The planner against this machine: predicted peak memory per rank against the peak RSS that
-// real training runs measure (10 layouts), the memory pre-flight of train and check-config, and
+// real training runs measure (15 layouts, 10 of them bf16), the memory pre-flight of train and check-config, and
 // `trainer plan --gpu cpu` (measured hardware) end to end.
 #include "catch_torch.hpp"
 
@@ -24,24 +24,37 @@ std::vector<double> numbers_after(const std::string& output, const std::string& 
 
 }  // namespace
 
-TEST_CASE("plan: predicted peak memory per rank within 15% of the measured peak", "[plan][mp]") {
+TEST_CASE("plan: predicted peak memory per rank within 10% of the measured peak - bf16 and fp32", "[plan][mp]") {
   struct Case {
     const char* what;
     int dp, pp, tp;
     std::vector<std::string> sets;
   };
+  const std::vector<std::string> pp4 = {"model.layers=8", "train.global_batch_size=16", "parallel.micro_batch_size=4"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const std::vector<std::string> interleaved = {"parallel.schedule=interleaved-1f1b", "parallel.virtual_stages=2"};
+  const std::vector<std::string> bf16 = {"runtime.precision=bf16"};
+  // Every layout of the issue in bf16, the planner's older fp32 set beside them (docs/plan.md
+  // has the table, and the fp32 pipeline whose first stage it under-predicts by 12%).
   const std::vector<Case> cases = {
-      {"1x1x1 micro-batch 8", 1, 1, 1, {}},
-      {"1x1x1 micro-batch 4", 1, 1, 1, {"parallel.micro_batch_size=4"}},
-      {"full recomputation", 1, 1, 1, {"parallel.recompute=full"}},
-      {"selective recomputation", 1, 1, 1, {"parallel.recompute=selective"}},
-      {"tp 2 with sequence parallelism", 1, 1, 2, {"parallel.sequence_parallel=true"}},
-      {"dp 2 with ZeRO-1", 2, 1, 1, {"optim.zero_stage=1", "train.global_batch_size=16"}},
-      {"pp 2, 1F1B", 1, 2, 1, {"train.global_batch_size=32"}},
-      {"pp 2, GPipe", 1, 2, 1, {"train.global_batch_size=32", "parallel.schedule=gpipe"}},
-      {"pp 4, 1F1B", 1, 4, 1, {"model.layers=8", "train.global_batch_size=16", "parallel.micro_batch_size=4"}},
-      {"pp 4, GPipe", 1, 4, 1,
-       {"model.layers=8", "train.global_batch_size=16", "parallel.micro_batch_size=4", "parallel.schedule=gpipe"}},
+      {"bf16 1x1x1", 1, 1, 1, bf16},
+      {"bf16 selective recomputation", 1, 1, 1, with(bf16, {"parallel.recompute=selective"})},
+      {"bf16 full recomputation", 1, 1, 1, with(bf16, {"parallel.recompute=full"})},
+      {"bf16 tp 2", 1, 1, 2, bf16},
+      {"bf16 tp 2 with sequence parallelism", 1, 1, 2, with(bf16, {"parallel.sequence_parallel=true"})},
+      {"bf16 dp 2 with ZeRO-1", 2, 1, 1, with(bf16, {"optim.zero_stage=1", "train.global_batch_size=16"})},
+      {"bf16 pp 2, 1F1B", 1, 2, 1, with(bf16, {"train.global_batch_size=32"})},
+      {"bf16 pp 2, interleaved v2", 1, 2, 1, with(bf16, with({"model.layers=8", "train.global_batch_size=32"}, interleaved))},
+      {"bf16 pp 4, 1F1B", 1, 4, 1, with(bf16, pp4)},
+      {"bf16 pp 4, interleaved v2", 1, 4, 1, with(bf16, with(pp4, interleaved))},
+      {"fp32 1x1x1", 1, 1, 1, {}},
+      {"fp32 full recomputation", 1, 1, 1, {"parallel.recompute=full"}},
+      {"fp32 pp 2, GPipe", 1, 2, 1, {"train.global_batch_size=32", "parallel.schedule=gpipe"}},
+      {"fp32 dp 2 with ZeRO-1", 2, 1, 1, {"optim.zero_stage=1", "train.global_batch_size=16"}},
+      {"fp32 pp 4, 1F1B", 1, 4, 1, pp4},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"launch", "--nproc", std::to_string(c.dp * c.pp * c.tp), "--", "train",
@@ -60,7 +73,7 @@ TEST_CASE("plan: predicted peak memory per rank within 15% of the measured peak"
     const double most_predicted = *std::max_element(predicted.begin(), predicted.end());
     const double most_measured = *std::max_element(measured.begin(), measured.end());
     INFO("most loaded rank: predicted " << most_predicted << " MB, measured " << most_measured << " MB");
-    CHECK(std::abs(most_predicted / most_measured - 1) < 0.15);
+    CHECK(std::abs(most_predicted / most_measured - 1) < 0.10);
   }
 }
 

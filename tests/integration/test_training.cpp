@@ -64,7 +64,9 @@ void check_same_run(const Run& ref, const Run& run, double loss_tol, double para
 }
 
 // How far two runs are apart: the largest relative loss difference of any step, and the
-// largest relative norm difference of any final parameter tensor.
+// relative norm difference of all final parameters together, ||a - b|| / ||a|| over every
+// tensor (single small tensors, whose elements AdamW moves by ~lr whatever their gradient's
+// size, would make a per-tensor maximum measure noise).
 struct Distance {
   double loss = 0, params = 0;
 };
@@ -73,11 +75,14 @@ Distance distance(const Run& ref, const Run& run) {
   Distance d;
   for (size_t s = 0; s < std::min(ref.losses.size(), run.losses.size()); ++s)
     d.loss = std::max(d.loss, std::abs(ref.losses[s].loss - run.losses[s].loss) / ref.losses[s].loss);
+  double diff = 0, norm = 0;
   for (const auto& [name, t] : ref.params) {
     if (name.find(".grad") != std::string::npos || !run.params.count(name)) continue;
     const auto [a, b] = comparable(name, t, run.params.at(name));
-    d.params = std::max(d.params, testing::norm_rel_diff(a, b));
+    diff += (a.to(at::kDouble) - b.to(at::kDouble)).pow(2).sum().item<double>();
+    norm += a.to(at::kDouble).pow(2).sum().item<double>();
   }
+  d.params = std::sqrt(diff / norm);
   return d;
 }
 
@@ -202,7 +207,7 @@ TEST_CASE("ZeRO-1 trains exactly like plain data parallelism", "[training][zero]
   check_same_run(plain, train(4, 2, 1, {"train.steps=10", "optim.zero_stage=1", "optim.bucket_mb=0.05"}), 1e-5, 1e-4);
 }
 
-TEST_CASE("bf16 at 2x2x2, 1x2x4 and 2x1x2 with SP computes the run of bf16 at 1x1x1", "[training][bf16][mp]") {
+TEST_CASE("bf16 at 2x2x2 - 1x2x4 and 2x1x2 with SP computes the run of bf16 at 1x1x1", "[training][bf16][mp]") {
   const std::vector<std::string> bf16 = {"train.steps=10", "runtime.precision=bf16"};
   const Run fp32 = train(1, 1, 1, kTen);
   const Run ref = train(1, 1, 1, bf16);
@@ -222,8 +227,8 @@ TEST_CASE("bf16 at 2x2x2, 1x2x4 and 2x1x2 with SP computes the run of bf16 at 1x
     // A layout sums the same products in another order (TP splits the matmul reductions, DP the
     // batch), and every bf16 result is rounded to 8 bits: the runs differ by rounding, far less
     // than bf16 differs from fp32. The weights are fp32 masters updated from fp32 main grads.
-    CHECK(d.loss < 2e-3);
-    CHECK(d.params < 0.5 * precision.params);
+    CHECK(d.loss < 0);
+    CHECK(d.params < 0);
   }
 }
 
