@@ -225,10 +225,13 @@ TEST_CASE("bf16 at 2x2x2 - 1x2x4 and 2x1x2 with SP computes the run of bf16 at 1
     const Distance d = distance(ref, train(dp, pp, tp, sets));
     INFO("layout " << dp << "x" << pp << "x" << tp << ": loss " << d.loss << ", parameters " << d.params);
     // A layout sums the same products in another order (TP splits the matmul reductions, DP the
-    // batch), and every bf16 result is rounded to 8 bits: the runs differ by rounding, far less
-    // than bf16 differs from fp32. The weights are fp32 masters updated from fp32 main grads.
-    CHECK(d.loss < 0);
-    CHECK(d.params < 0);
+    // batch) and rounds the partial results to bf16 (relative 2^-9) at other places, so two bf16
+    // layouts differ by bf16 rounding, as bf16 differs from fp32. Measured over 10 steps: losses
+    // within 1.4e-4 (bf16 against fp32: 1.9e-4), final weights 3.1e-3 to 3.5e-3 apart (bf16
+    // against fp32: 3.3e-3); the bounds leave 3x. A real layout bug (a missing reduction, a
+    // wrong shard) moves the loss by percents from the first step.
+    CHECK(d.loss < 5e-4);
+    CHECK(d.params < 1e-2);
   }
 }
 
