@@ -30,8 +30,7 @@ namespace trainer::distributed {
 struct Backend {
   c10::intrusive_ptr<c10d::Backend> pg;  // ProcessGroupGloo or ProcessGroupNCCL
   c10::Device wire_device = c10::Device(c10::kCPU);  // where its tensors must live
-  bool nccl = false;  // NCCL sums bf16 natively (on Gloo bf16 travels as fp32, see on_wire) and
-                     // pairs point-to-point transfers by order
+  bool nccl = false;  // NCCL pairs point-to-point transfers by order
   std::chrono::milliseconds timeout{0};
 };
 
