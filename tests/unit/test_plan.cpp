@@ -234,6 +234,9 @@ TEST_CASE("plan: Llama 3 70B on 512 H100s and 8B on 8", "[plan]") {
     REQUIRE(best != all.end());
     INFO(file << ": best " << plan::describe(best->layout) << " MFU " << best->mfu);
     CHECK(best->mfu > 0.2);
-    CHECK(best->mfu < 0.6);
+    // The planner's own ceiling is plan.matmul_efficiency (0.8), less the attention at 0.5 and
+    // the communication; bf16 without recomputation (the 8B at dp 4 x tp 2 fits since issue 26)
+    // predicts ~64%. Above 70% a term would be missing.
+    CHECK(best->mfu < 0.7);
   }
 }
