@@ -458,9 +458,7 @@ int main(int argc, char** argv) {
       const int n = checkpoint::export_model(export_dir, export_out,
                                              export_format == "hf" ? checkpoint::ExportFormat::HuggingFace
                                                                    : checkpoint::ExportFormat::Safetensors,
-                                             max_shard_mb,
-                                             parse_choice<DType>("--dtype", export_dtype) == DType::Bf16 ? at::kBFloat16
-                                                                                                        : at::kFloat);
+                                             max_shard_mb, runtime::scalar_type(parse_choice<DType>("--dtype", export_dtype)));
       std::cout << "wrote " << n << " tensors to " << export_out << std::endl;
       return 0;
     }

@@ -32,7 +32,9 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
 }  // namespace
 
 DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm& comm, const Options& opts)
-    : comm_(comm), zero1_(opts.zero1),       bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1 && opts.main_grad_dtype == at::kFloat) {
+    : comm_(comm),
+      zero1_(opts.zero1),
+      bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1 && opts.main_grad_dtype == at::kFloat) {
   const int dp = comm.dp().size();
   const auto max_numel = static_cast<int64_t>(opts.bucket_mb * 1024 * 1024 / sizeof(float));
   int chunks = 0;
@@ -136,7 +138,7 @@ void DataParallel::finish() {
 void DataParallel::publish_params() {
   for (auto& b : buckets_) {
     at::Tensor mine = b.params.narrow(0, b.shard_begin, b.shard_numel);
-    if (!mine.is_same(b.main_params)) mine.copy_(b.main_params);  // fp32 masters are the parameters themselves
+    if (b.own_masters()) mine.copy_(b.main_params);  // else the masters are the parameters themselves
     if (zero1_ && comm_.dp().size() > 1) b.params.copy_(distributed::all_gather(comm_.dp(), mine, 0));
   }
 }

@@ -47,6 +47,8 @@ struct Bucket {
   int ready = 0;
   bool launched = false;
   distributed::Pending reduction;
+  // Whether main_params is a copy of its own (a bf16 model) rather than a view of `params`.
+  bool own_masters() const { return params.scalar_type() != main_params.scalar_type(); }
   at::Tensor wire;  // bf16 copy of fp32 `grads` being reduced (optim.grad_reduce_dtype = bf16)
 };
 

@@ -48,7 +48,7 @@ double tflops(Product product, const at::Tensor& x, const at::Tensor& y, double 
 }  // namespace
 
 Peak measure_peak(DType dtype, int size, double seconds, DeviceKind device_name) {
-  const auto type = dtype == DType::Bf16 ? at::kBFloat16 : at::kFloat;
+  const auto type = runtime::scalar_type(dtype);
   const c10::Device device = runtime::choose_device(device_name, 0);
   runtime::use_device(device, false);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(1);

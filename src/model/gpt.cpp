@@ -6,6 +6,7 @@
 
 #include "model/recompute.hpp"
 #include "ops/cpu_ops.hpp"
+#include "runtime/device.hpp"
 
 namespace trainer::model {
 
@@ -16,7 +17,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 at::ScalarType param_dtype(const Config& cfg) {
-  return cfg.runtime.precision == DType::Bf16 ? at::kBFloat16 : at::kFloat;
+  return runtime::scalar_type(cfg.runtime.precision);
 }
 
 at::ScalarType residual_dtype(const Config& cfg) {

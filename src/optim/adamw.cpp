@@ -80,7 +80,7 @@ std::int64_t AdamW::state_bytes() const {
   std::int64_t bytes = 0;
   for (size_t i = 0; i < m_.size(); ++i) bytes += (m_[i].numel() + v_[i].numel()) * 4;
   for (const auto& b : dp_.buckets())  // a bf16 model's fp32 masters live with the optimizer
-    if (b.params.scalar_type() != at::kFloat) bytes += b.main_params.numel() * 4;
+    if (b.own_masters()) bytes += b.main_params.numel() * 4;
   return bytes;
 }
 

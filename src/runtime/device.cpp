@@ -61,6 +61,8 @@ void check_precision(const c10::Device& device, DType precision) {
 #endif
 }
 
+c10::ScalarType scalar_type(DType dtype) { return dtype == DType::Bf16 ? at::kBFloat16 : at::kFloat; }
+
 void synchronize(const c10::Device& device) {
 #ifdef TRAINER_WITH_CUDA
   if (device.is_cuda()) c10::cuda::device_synchronize();

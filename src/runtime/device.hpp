@@ -5,6 +5,7 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include "config/config.hpp"
 
@@ -28,6 +29,9 @@ void use_device(const c10::Device& device, bool tf32);
 // without bf16 matmuls (compute capability below 8.0). CPUs run bf16 matmuls everywhere
 // (natively with AVX512-BF16 or AMX, else converted to fp32 inside oneDNN).
 void check_precision(const c10::Device& device, DType precision);
+
+// The tensor dtype a config's fp32/bf16 choice names.
+c10::ScalarType scalar_type(DType dtype);
 
 // Waits for the work queued on `device`: CUDA kernels run asynchronously, so step timing
 // synchronises before it reads the clock. A no-op on the CPU.

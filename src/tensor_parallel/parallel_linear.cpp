@@ -78,9 +78,12 @@ struct GatherLastDim : Function<GatherLastDim> {
   }
 };
 
-// The cross-entropy works on blocks of this many logits (rows of the [N, V/tp] slice) at a time
-// in fp32, so that no fp32 copy of the whole slice ever exists: 16 MB at a time.
-constexpr int64_t kBlockElements = int64_t(1) << 22;
+// The cross-entropy works on blocks of rows of the [N, V/tp] slice in fp32, about 4M logits
+// (16 MB) at a time, so that no fp32 copy of the whole slice ever exists.
+int64_t block_rows(int64_t local_vocab) {
+  constexpr int64_t kBlockElements = int64_t(1) << 22;
+  return std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, local_vocab));
+}
 
 struct VocabParallelCE : Function<VocabParallelCE> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets,
@@ -102,7 +105,7 @@ struct VocabParallelCE : Function<VocabParallelCE> {
     distributed::all_reduce(*g, target_logit);
 
     at::Tensor sum_exp = at::zeros({N}, f32);
-    const int64_t rows = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, local_vocab));
+    const int64_t rows = block_rows(local_vocab);
     for (int64_t r = 0; r < N && real_here > 0; r += rows) {
       const int64_t n = std::min(rows, N - r);
       at::Tensor x = real.narrow(0, r, n).to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
@@ -126,7 +129,7 @@ struct VocabParallelCE : Function<VocabParallelCE> {
     const at::Tensor g = grads[0] * valid;  // [N]
     // d loss / d logit = softmax · g, block by block in fp32, written in the logits' dtype.
     at::Tensor grad = real_here < local_vocab ? at::zeros_like(logits) : at::empty_like(logits);
-    const int64_t rows = std::max<int64_t>(1, kBlockElements / std::max<int64_t>(1, local_vocab));
+    const int64_t rows = block_rows(local_vocab);
     for (int64_t r = 0; r < N && real_here > 0; r += rows) {
       const int64_t n = std::min(rows, N - r);
       at::Tensor p = logits.narrow(0, r, n).narrow(1, 0, real_here).to(at::kFloat, false, /*copy=*/true);

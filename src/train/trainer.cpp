@@ -199,7 +199,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   data_parallel::DataParallel::Options dp_options;
   dp_options.bucket_mb = cfg.optim.bucket_mb;
   dp_options.zero1 = cfg.optim.zero_stage == 1;
-  dp_options.main_grad_dtype = cfg.optim.main_grad_dtype == DType::Bf16 ? at::kBFloat16 : at::kFloat;
+  dp_options.main_grad_dtype = runtime::scalar_type(cfg.optim.main_grad_dtype);
   dp_options.bf16_reduction = cfg.optim.grad_reduce_dtype == DType::Bf16;
   data_parallel::DataParallel dp(model.params(), comm, dp_options);
   optim::AdamW optimizer(cfg.optim, dp, comm);
