@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <c10/util/Backtrace.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
@@ -10,15 +11,16 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
+#include <map>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "config/config.hpp"
+#include "config/layout.hpp"
 #include "data/prepare.hpp"
 #include "distributed/comm.hpp"
 #include "distributed/grid.hpp"
@@ -76,81 +78,45 @@ void print_derived(const Config& cfg) {
             << "  theoretical_bubble: " << pipeline_parallel::theoretical_bubble(p.pp, m, v) << "\n";
 }
 
-// Parses "2x2x2" (dp x pp x tp), the value of `option`.
-std::array<int, 3> parse_layout(const std::string& text, const std::string& option) {
-  std::array<int, 3> out{};
-  char x1 = 0, x2 = 0;
-  std::istringstream s(text);
-  if (!(s >> out[0] >> x1 >> out[1] >> x2 >> out[2]) || x1 != 'x' || x2 != 'x' || !s.eof())
-    throw ConfigError(option + ": '" + text + "' is not DPxPPxTP, e.g. 2x2x2");
-  return out;
+// An option with a fixed set of spellings is parsed into its enum as CLI11 reads it (a wrong
+// one is a usage error naming the choices, exit 2). Config enums take the config's spellings.
+template <typename E> CLI::Validator choices(const std::vector<std::pair<std::string, E>>& names) {
+  std::string list;
+  for (const auto& [name, value] : names) list += (list.empty() ? "" : ", ") + name;
+  return CLI::Validator(
+      [names, list](std::string& text) -> std::string {
+        for (const auto& [name, value] : names)
+          if (name == text) {
+            text = std::to_string(static_cast<int>(value));  // what CLI11 then reads into the enum
+            return "";
+          }
+        return "'" + text + "' is not one of: " + list;
+      },
+      list);
 }
 
-int cmd_check_config(const std::string& path, const std::vector<std::string>& sets, int world) {
-  Config cfg = load_config(path, sets);
-  validate(cfg, world);
-  // The pre-flight as `train` would run it with every process on this machine.
-  const auto p = plan::check_memory(cfg, 0, world > 0 ? world : world_size_of(cfg.parallel));
-  std::cout << "# " << path << ": OK\n" << to_yaml(cfg);
-  print_derived(cfg);
-  if (p)
-    std::cout << "  memory_per_rank_gb: " << p->memory.total() / 1e9 << "  # predicted, most loaded rank (trainer plan)\n"
-              << "  memory_available_gb: " << p->available / 1e9 << "\n";
-  return 0;
+template <typename E> CLI::Validator config_choices() {
+  std::vector<std::pair<std::string, E>> names;
+  for (const auto& name : names_of<E>()) names.emplace_back(name, parse_choice<E>("", name));
+  return choices(names);
 }
 
-// `trainer plan`: the layouts of --gpus devices for this config's model and batch.
-struct PlanOptions {
-  int gpus = 0, gpus_per_node = 0, top = 5;
-  std::string gpu, layout;
-  bool json = false;
+// The config file and its --set overrides, which most subcommands take.
+struct ConfigArgs {
+  std::string path;
+  std::vector<std::string> sets;
+  Config load() const { return load_config(path, sets); }
 };
 
-int cmd_plan(const std::string& path, const std::vector<std::string>& sets, const PlanOptions& o) {
-  Config cfg = plan::for_planning(load_config(path, sets));
-  validate(cfg, 0);  // the plan.* values and the model, before any search
-  if (!o.layout.empty()) {
-    const auto l = parse_layout(o.layout, "--layout");
-    cfg.parallel.dp = l[0];
-    cfg.parallel.pp = l[1];
-    cfg.parallel.tp = l[2];
-  }
-  const int gpus = o.gpus > 0 ? o.gpus : (o.layout.empty() ? 0 : world_size_of(cfg.parallel));
-  if (gpus <= 0) throw ConfigError("--gpus: give the number of devices (or --layout DPxPPxTP)");
-  if (!o.layout.empty()) validate(cfg, gpus);
-  plan::Hardware hw = o.gpu == "cpu" ? plan::measure_cpu(cfg.runtime.precision) : plan::find_gpu(o.gpu);
-  if (o.gpus_per_node > 0) hw.gpus_per_node = o.gpus_per_node;
-  if (!hw.is_cpu && cfg.runtime.gpu_memory_gb > 0) hw.memory_gb = cfg.runtime.gpu_memory_gb;
-  char model[160];
-  std::snprintf(model, sizeof model, "%.3gB parameters (vocab %d, seq %d)", model::count_parameters(cfg.model) / 1e9,
-                cfg.model.vocab_size, cfg.model.seq_len);
-  plan::Report r{model, &hw, gpus, cfg.train.global_batch_size, {}, o.top};
-  if (!o.layout.empty()) r.predictions.push_back(plan::predict(cfg, plan::layout_of(cfg), hw));
-  else r.predictions = plan::search(cfg, gpus, hw);
-  if (o.json) std::cout << plan::as_json(r);
-  else if (!o.layout.empty()) std::cout << plan::breakdown(r.predictions.front());
-  else std::cout << plan::as_table(r);
-  return 0;
+void add_config(CLI::App* sub, ConfigArgs& c) {
+  sub->add_option("config", c.path, "YAML config file")->required();
+  sub->add_option("--set", c.sets, "override: section.key=value (repeatable)")->take_all()->allow_extra_args(false);
 }
 
-// CLI11 reports a mistyped subcommand as "a subcommand is required"; name it instead.
-void refuse_unknown_subcommand(CLI::App& app, int argc, char** argv) {
-  if (argc < 2 || argv[1][0] == '-') return;
-  std::string names;
-  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-    if (sub->get_name() == argv[1]) return;
-    names += (names.empty() ? "" : ", ") + sub->get_name();
-  }
-  throw CLI::ExtrasError("unknown subcommand '" + std::string(argv[1]) + "'; use one of: " + names,
-                         CLI::ExitCodes::ExtrasError);
-}
-
-// --tokenizer and its files, shared by prepare-data and generate; returns --tokenizer.
-CLI::Option* add_tokenizer_options(CLI::App* app, data::TokenizerFiles& files) {
-  app->add_option("--vocab-file", files.vocab_file, "gpt2: encoder.json");
-  app->add_option("--merges-file", files.merges_file, "gpt2: vocab.bpe");
-  app->add_option("--tokenizer-json", files.tokenizer_json, "gpt2: a Hugging Face tokenizer.json (BPE) instead");
-  return app->add_option("--tokenizer", files.kind, "byte | gpt2 (default byte)");
+// Registers `sub`'s action: `run` returns the exit code, which lands in `exit_code`.
+template <typename Options, typename Run>
+void on_run(CLI::App* sub, std::shared_ptr<Options> opts, int& exit_code, Run run) {
+  sub->callback([opts, run, &exit_code] { exit_code = run(*opts); });
 }
 
 struct RendezvousFlags {
@@ -167,17 +133,25 @@ distributed::JobEnv job_from(const RendezvousFlags& f) {
   return distributed::detect_job_env(env);
 }
 
-int cmd_train(const std::string& path, const std::vector<std::string>& sets, const RendezvousFlags& rdzv,
-              const TrainOptions& opts) {
-  const distributed::JobEnv job = job_from(rdzv);
-  Config cfg = load_config(path, sets);
+// `trainer train`.
+struct TrainArgs {
+  ConfigArgs config;
+  RendezvousFlags rdzv;
+  bool no_resume = false;
+  TrainOptions options;
+};
+
+int run_train(TrainArgs& a) {
+  const distributed::JobEnv job = job_from(a.rdzv);
+  Config cfg = a.config.load();
   validate(cfg, job.world_size);  // before any process group exists
   plan::check_memory(cfg, job.local_rank, job.local_world_size);  // ... and before any allocation
   setup_logging(cfg.logging.level, job, &cfg);
+  a.options.resume = !a.no_resume;
   // Bad input found only once training starts (a dataset's contents, a checkpoint of another
   // model) exits 2 like a bad config; anything else that stops the run exits 1.
   try {
-    return run_training(cfg, job, opts);
+    return run_training(cfg, job, a.options);
   } catch (const BadInput& e) {
     spdlog::error("{}", e.what());
     return kExitBadInput;
@@ -187,21 +161,69 @@ int cmd_train(const std::string& path, const std::vector<std::string>& sets, con
   }
 }
 
-// The checkpoint's model (its config.yaml, or a Hugging Face config.json) with this run's
-// overrides (typically the layout).
-int cmd_eval(const EvalOptions& opts, const std::vector<std::string>& sets) {
-  const distributed::JobEnv job = job_from(RendezvousFlags{});
-  Config cfg;
-  if (checkpoint::is_hf_dir(opts.checkpoint)) {  // the model from config.json, the rest defaults
-    cfg.model = checkpoint::read_hf_config(opts.checkpoint);
-    for (const auto& s : sets) apply_override(cfg, s);
-  } else {
-    cfg = load_config(checkpoint::resolve_checkpoint(opts.checkpoint) + "/config.yaml", sets);
-  }
-  validate(cfg, job.world_size);
-  setup_logging(cfg.logging.level, job, &cfg);
-  return run_evaluation(cfg, job, opts);
+void add_train(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("train", "train a model");
+  auto a = std::make_shared<TrainArgs>();
+  add_config(sub, a->config);
+  sub->add_option("--rank", a->rdzv.rank, "this process's rank (instead of the environment)");
+  sub->add_option("--world-size", a->rdzv.world_size, "number of processes");
+  sub->add_option("--master-addr", a->rdzv.master_addr, "address of rank 0's store");
+  sub->add_option("--master-port", a->rdzv.master_port, "port of rank 0's store");
+  sub->add_flag("--no-resume", a->no_resume, "start fresh even if checkpoint.dir has a checkpoint");
+  sub->add_option("--exit-after", a->options.exit_after, "save a checkpoint and exit after this many steps");
+  // For tests (hidden from --help): TestHooks in train/trainer.hpp.
+  sub->add_option("--dump", a->options.hooks.dump_dir, "write losses, final parameters and gradients here")->group("");
+  sub->add_option("--inject-nonfinite-step", a->options.hooks.inject_nonfinite_step, "poison a gradient at this step")
+      ->group("");
+  on_run(sub, a, exit_code, run_train);
 }
+
+// `trainer check-config`.
+struct CheckArgs {
+  ConfigArgs config;
+  int world = 0;
+};
+
+int run_check_config(const CheckArgs& a) {
+  Config cfg = a.config.load();
+  validate(cfg, a.world);
+  // The pre-flight as `train` would run it with every process on this machine.
+  const auto p = plan::check_memory(cfg, 0, a.world > 0 ? a.world : world_size_of(cfg.parallel));
+  std::cout << "# " << a.config.path << ": OK\n" << to_yaml(cfg);
+  print_derived(cfg);
+  if (p)
+    std::cout << "  memory_per_rank_gb: " << p->memory.total() / 1e9 << "  # predicted, most loaded rank (trainer plan)\n"
+              << "  memory_available_gb: " << p->available / 1e9 << "\n";
+  return 0;
+}
+
+void add_check_config(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("check-config", "validate a config and print it resolved");
+  auto a = std::make_shared<CheckArgs>();
+  add_config(sub, a->config);
+  sub->add_option("--world-size", a->world, "also check against this many processes");
+  on_run(sub, a, exit_code, run_check_config);
+}
+
+// `trainer launch`.
+void add_launch(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("launch", "start N local worker processes of trainer");
+  auto o = std::make_shared<distributed::LaunchOptions>();
+  sub->add_option("--nproc", o->nproc, "number of processes")->required();
+  sub->add_option("command", o->args, "subcommand and arguments, after --")->required();
+  on_run(sub, o, exit_code, [](distributed::LaunchOptions& l) {
+    l.worker_bytes = PlanConfig{}.cpu_process_mb * 1e6;  // the smallest trainer process, measured
+    return distributed::launch_local(l);
+  });
+}
+
+// `trainer verify`: every layout trains the same steps (each as `train --dump`), then one table.
+struct VerifyArgs {
+  ConfigArgs config;
+  std::string layouts;
+  int steps = 0;
+  double tolerance = 1e-5;
+};
 
 std::vector<double> read_losses(const std::string& file) {
   std::vector<double> out;
@@ -210,75 +232,308 @@ std::vector<double> read_losses(const std::string& file) {
   return out;
 }
 
-int cmd_verify(const std::string& path, std::vector<std::string> sets, const std::string& layouts,
-               int steps, double tolerance) {
-  if (steps > 0) sets.push_back("train.steps=" + std::to_string(steps));
-  std::vector<std::array<int, 3>> list;
-  std::stringstream ls(layouts);
-  for (std::string item; std::getline(ls, item, ',');) list.push_back(parse_layout(item, "--layouts"));
-  if (list.empty()) throw ConfigError("--layouts: give at least one layout");
-  // Every layout is validated before anything runs.
-  for (auto& l : list) {
-    auto s = sets;
-    s.push_back("parallel.dp=" + std::to_string(l[0]));
-    s.push_back("parallel.pp=" + std::to_string(l[1]));
-    s.push_back("parallel.tp=" + std::to_string(l[2]));
-    validate(load_config(path, s), l[0] * l[1] * l[2]);
-  }
-  const std::string root = std::filesystem::temp_directory_path() / ("trainer-verify-" + std::to_string(getpid()));
-  std::vector<std::vector<double>> losses;
-  for (auto& l : list) {
-    const std::string name = std::to_string(l[0]) + "x" + std::to_string(l[1]) + "x" + std::to_string(l[2]);
-    distributed::LaunchOptions o;
-    o.nproc = l[0] * l[1] * l[2];
-    o.worker_bytes = PlanConfig{}.cpu_process_mb * 1e6;
-    o.args = {"train", path, "--dump", root + "/" + name};
-    for (const auto& s : sets) o.args.insert(o.args.end(), {"--set", s});
-    for (const auto& s : {"parallel.dp=" + std::to_string(l[0]), "parallel.pp=" + std::to_string(l[1]),
-                          "parallel.tp=" + std::to_string(l[2]), std::string("logging.interval=1000000")})
-      o.args.insert(o.args.end(), {"--set", s});
-    std::cout << "verify: running " << name << " (" << o.nproc << " processes)" << std::endl;
-    if (int rc = distributed::launch_local(o); rc != 0) {
-      std::cerr << "verify: layout " << name << " failed with exit code " << rc << "\n";
-      return rc;
-    }
-    losses.push_back(read_losses(root + "/" + name + "/losses.txt"));
-  }
-  std::filesystem::remove_all(root);
-  std::printf("%6s", "step");
-  for (auto& l : list) std::printf(" %14s", (std::to_string(l[0]) + "x" + std::to_string(l[1]) + "x" + std::to_string(l[2])).c_str());
-  std::printf(" %12s\n", "max rel diff");
+// Prints one row per step and returns the worst relative difference to the first layout.
+double print_loss_table(const std::vector<Layout>& layouts, const std::vector<std::vector<double>>& losses) {
+  std::cout << fmt::format("{:>6}", "step");
+  for (const auto& l : layouts) std::cout << fmt::format(" {:>14}", grid_name(l));
+  std::cout << fmt::format(" {:>12}\n", "max rel diff");
   double worst = 0;
   for (size_t s = 0; s < losses[0].size(); ++s) {
-    std::printf("%6zu", s + 1);
+    std::cout << fmt::format("{:6}", s + 1);
     double row = 0;
-    for (auto& l : losses) {
+    for (const auto& l : losses) {
       const double x = s < l.size() ? l[s] : NAN;
-      std::printf(" %14.8f", x);
+      std::cout << fmt::format(" {:14.8f}", x);
       const double rel = std::abs(x - losses[0][s]) / std::max(1e-12, std::abs(losses[0][s]));
       row = std::isnan(rel) ? INFINITY : std::max(row, rel);
     }
-    std::printf(" %12.3e\n", row);
+    std::cout << fmt::format(" {:12.3e}\n", row);
     worst = std::max(worst, row);
   }
-  const bool ok = worst <= tolerance;
-  std::printf("worst relative difference %.3e (tolerance %.1e): %s\n", worst, tolerance, ok ? "PASS" : "FAIL");
+  return worst;
+}
+
+int run_verify(VerifyArgs a) {
+  if (a.steps > 0) a.config.sets.push_back("train.steps=" + std::to_string(a.steps));
+  const Config base = a.config.load();
+  std::vector<Layout> layouts;
+  std::stringstream list(a.layouts);
+  for (std::string item; std::getline(list, item, ',');) layouts.push_back(parse_grid(item, "--layouts", base));
+  if (layouts.empty()) throw ConfigError("--layouts: give at least one layout");
+  for (const auto& l : layouts) validate(with_layout(base, l), l.world());  // every layout before anything runs
+  const std::string root = std::filesystem::temp_directory_path() / ("trainer-verify-" + std::to_string(getpid()));
+  std::vector<std::vector<double>> losses;
+  for (const auto& l : layouts) {
+    const std::string dir = root + "/" + grid_name(l);
+    distributed::LaunchOptions o;
+    o.nproc = l.world();
+    o.worker_bytes = PlanConfig{}.cpu_process_mb * 1e6;
+    o.args = {"train", a.config.path, "--dump", dir};
+    auto sets = a.config.sets;
+    for (const auto& s : overrides_between(base, with_layout(base, l))) sets.push_back(s);
+    sets.push_back("logging.interval=1000000");
+    for (const auto& s : sets) o.args.insert(o.args.end(), {"--set", s});
+    spdlog::info("verify: running {} ({} processes)", grid_name(l), o.nproc);
+    if (int rc = distributed::launch_local(o); rc != 0) {
+      spdlog::error("verify: layout {} failed with exit code {}", grid_name(l), rc);
+      return rc;
+    }
+    losses.push_back(read_losses(dir + "/losses.txt"));
+  }
+  std::filesystem::remove_all(root);
+  const double worst = print_loss_table(layouts, losses);
+  const bool ok = worst <= a.tolerance;
+  std::cout << fmt::format("worst relative difference {:.3e} (tolerance {:.1e}): {}\n", worst, a.tolerance,
+                           ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
 
-// `trainer bench-comm` on its own: two local processes of it.
-int cmd_bench_comm_locally() {
+void add_verify(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("verify", "run the same steps at several layouts and compare losses");
+  auto a = std::make_shared<VerifyArgs>();
+  add_config(sub, a->config);
+  sub->add_option("--layouts", a->layouts, "comma-separated DPxPPxTP, e.g. 1x1x1,2x2x2")->required();
+  sub->add_option("--steps", a->steps, "steps per layout (default: train.steps)");
+  sub->add_option("--tolerance", a->tolerance, "largest allowed relative loss difference");
+  on_run(sub, a, exit_code, run_verify);
+}
+
+// `trainer export`.
+struct ExportArgs {
+  std::string checkpoint, output;
+  checkpoint::ExportFormat format = checkpoint::ExportFormat::Safetensors;
+  double max_shard_mb = 5000;
+  DType dtype = DType::Fp32;
+};
+
+void add_export(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("export", "write a checkpoint's full model for other tools");
+  auto a = std::make_shared<ExportArgs>();
+  sub->add_option("--checkpoint", a->checkpoint, "checkpoint step directory or checkpoint.dir")->required();
+  sub->add_option("--output", a->output, "output .safetensors file, or directory with --format hf")->required();
+  sub->add_option("--format", a->format, "safetensors (one file) or hf (a Hugging Face model directory)")
+      ->transform(choices<checkpoint::ExportFormat>(
+          {{"safetensors", checkpoint::ExportFormat::Safetensors}, {"hf", checkpoint::ExportFormat::HuggingFace}}));
+  sub->add_option("--max-shard-mb", a->max_shard_mb, "with --format hf: largest safetensors shard");
+  sub->add_option("--dtype", a->dtype, "fp32 (default) or bf16: the dtype of the written tensors")
+      ->transform(config_choices<DType>());
+  on_run(sub, a, exit_code, [](const ExportArgs& e) {
+    const int n = checkpoint::export_model(e.checkpoint, e.output, e.format, e.max_shard_mb, runtime::scalar_type(e.dtype));
+    std::cout << "wrote " << n << " tensors to " << e.output << std::endl;
+    return 0;
+  });
+}
+
+// `trainer import-hf`.
+struct ImportArgs {
+  std::string model, output;
+};
+
+void add_import_hf(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("import-hf", "turn a Hugging Face Llama or GPT-2 model into a trainer checkpoint");
+  auto a = std::make_shared<ImportArgs>();
+  sub->add_option("--model", a->model, "directory with config.json and model.safetensors (or its index)")->required();
+  sub->add_option("--output", a->output, "checkpoint directory to write (step 0)")->required();
+  on_run(sub, a, exit_code, [](const ImportArgs& i) {
+    const std::string step = checkpoint::import_hf(i.model, i.output);  // throws before anything is printed
+    std::cout << "wrote " << step << std::endl;
+    return 0;
+  });
+}
+
+// `trainer eval`: the checkpoint's model (its config.yaml, or a Hugging Face config.json) with
+// this run's overrides (typically the layout).
+struct EvalArgs {
+  EvalOptions options;
+  std::vector<std::string> sets;
+};
+
+int run_eval(const EvalArgs& a) {
+  const distributed::JobEnv job = job_from(RendezvousFlags{});
+  Config cfg;
+  if (checkpoint::is_hf_dir(a.options.checkpoint)) {  // the model from config.json, the rest defaults
+    cfg.model = checkpoint::read_hf_config(a.options.checkpoint);
+    for (const auto& s : a.sets) apply_override(cfg, s);
+  } else {
+    cfg = load_config(checkpoint::resolve_checkpoint(a.options.checkpoint) + "/config.yaml", a.sets);
+  }
+  validate(cfg, job.world_size);
+  setup_logging(cfg.logging.level, job, &cfg);
+  return run_evaluation(cfg, job, a.options);
+}
+
+void add_eval(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("eval", "mean next-token loss and perplexity of a checkpoint on a prepared dataset");
+  auto a = std::make_shared<EvalArgs>();
+  sub->add_option("--checkpoint", a->options.checkpoint,
+                  "checkpoint step directory, checkpoint.dir, or a Hugging Face model directory")
+      ->required();
+  sub->add_option("--data", a->options.data, "prepared dataset: PREFIX of PREFIX.bin / PREFIX.idx")->required();
+  sub->add_option("--windows", a->options.windows, "windows of seq_len + 1 tokens to score, from the start");
+  sub->add_option("--set", a->sets, "override (the layout, micro-batch...): section.key=value")
+      ->take_all()
+      ->allow_extra_args(false);
+  on_run(sub, a, exit_code, run_eval);
+}
+
+// --tokenizer and its files, shared by prepare-data and generate; returns --tokenizer.
+CLI::Option* add_tokenizer_options(CLI::App* app, data::TokenizerFiles& files) {
+  app->add_option("--vocab-file", files.vocab_file, "gpt2: encoder.json");
+  app->add_option("--merges-file", files.merges_file, "gpt2: vocab.bpe");
+  app->add_option("--tokenizer-json", files.tokenizer_json, "gpt2: a Hugging Face tokenizer.json (BPE) instead");
+  return app->add_option("--tokenizer", files.kind, "byte | gpt2 (default byte)")
+      ->transform(choices<data::TokenizerKind>({{"byte", data::TokenizerKind::Byte}, {"gpt2", data::TokenizerKind::Gpt2}}));
+}
+
+// `trainer generate`.
+void add_generate(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("generate", "sample text from a checkpoint");
+  auto g = std::make_shared<GenerateOptions>();
+  sub->add_option("--checkpoint", g->checkpoint, "checkpoint step directory or checkpoint.dir")->required();
+  sub->add_option("--prompt", g->prompt, "text to continue");
+  sub->add_option("--max-new-tokens", g->max_new_tokens, "tokens to generate");
+  sub->add_option("--temperature", g->temperature, "sampling temperature; 0 = greedy");
+  sub->add_option("--top-k", g->top_k, "sample among the k most likely tokens; 0 = all");
+  sub->add_option("--seed", g->seed, "sampling seed");
+  add_tokenizer_options(sub, g->tokenizer);
+  on_run(sub, g, exit_code, [](const GenerateOptions& o) {
+    std::cout << generate(o) << std::endl;
+    return 0;
+  });
+}
+
+// `trainer bench-peak`.
+struct PeakArgs {
+  DType dtype = DType::Fp32;
+  DeviceKind device = DeviceKind::Cpu;
+  int size = 2048, threads = 0;
+  double seconds = 3;
+};
+
+int run_bench_peak(const PeakArgs& a) {
+  if (a.threads > 0) at::set_num_threads(a.threads);
+  const auto r = metrics::measure_peak(a.dtype, a.size, a.seconds, a.device);
+  std::cout << name_of(a.dtype) << " matmul " << a.size << "x" << a.size << ": " << r.tflops << " TFLOP/s with "
+            << at::get_num_threads() << " threads (the model's matmul: " << r.model_tflops
+            << ", LibTorch's at::mm: " << r.libtorch_tflops << "); max relative error vs float64: " << r.max_rel_error
+            << std::endl;
+  std::cout << "for MFU of processes with " << at::get_num_threads()
+            << " threads each: --set runtime.peak_tflops=" << r.tflops << std::endl;
+  return r.max_rel_error < (a.dtype == DType::Bf16 ? 5e-2 : 1e-4) ? 0 : 1;
+}
+
+void add_bench_peak(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("bench-peak", "measure this machine's matmul TFLOP/s (for runtime.peak_tflops)");
+  auto a = std::make_shared<PeakArgs>();
+  sub->add_option("--dtype", a->dtype, "fp32 or bf16")->transform(config_choices<DType>());
+  sub->add_option("--size", a->size, "matrix size");
+  sub->add_option("--seconds", a->seconds, "how long to measure");
+  sub->add_option("--threads", a->threads, "intra-op threads (default: all cores)");
+  sub->add_option("--device", a->device, "cpu, cuda or auto")->transform(config_choices<DeviceKind>());
+  on_run(sub, a, exit_code, run_bench_peak);
+}
+
+// `trainer plan`: the layouts of --gpus devices for this config's model and batch.
+struct PlanArgs {
+  ConfigArgs config;
+  int gpus = 0, gpus_per_node = 0, top = 5;
+  std::string gpu, layout;
+  bool json = false;
+};
+
+int run_plan(const PlanArgs& o) {
+  Config cfg = plan::for_planning(o.config.load());
+  validate(cfg, 0);  // the plan.* values and the model, before any search
+  if (!o.layout.empty()) cfg = with_layout(cfg, parse_grid(o.layout, "--layout", cfg));
+  const int gpus = o.gpus > 0 ? o.gpus : (o.layout.empty() ? 0 : world_size_of(cfg.parallel));
+  if (gpus <= 0) throw ConfigError("--gpus: give the number of devices (or --layout DPxPPxTP)");
+  if (!o.layout.empty()) validate(cfg, gpus);
+  plan::Hardware hw = o.gpu == "cpu" ? plan::measure_cpu(cfg.runtime.precision) : plan::find_gpu(o.gpu);
+  if (o.gpus_per_node > 0) hw.gpus_per_node = o.gpus_per_node;
+  if (!hw.is_cpu && cfg.runtime.gpu_memory_gb > 0) hw.memory_gb = cfg.runtime.gpu_memory_gb;
+  const std::string model = fmt::format("{:.3g}B parameters (vocab {}, seq {})", model::count_parameters(cfg.model) / 1e9,
+                                        cfg.model.vocab_size, cfg.model.seq_len);
+  plan::Report r{model, &hw, gpus, cfg.train.global_batch_size, {}, o.top};
+  if (!o.layout.empty()) r.predictions.push_back(plan::predict(cfg, layout_of(cfg), hw));
+  else r.predictions = plan::search(cfg, gpus, hw);
+  if (o.json) std::cout << plan::as_json(r);
+  else if (!o.layout.empty()) std::cout << plan::breakdown(r.predictions.front());
+  else std::cout << plan::as_table(r);
+  return 0;
+}
+
+void add_plan(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("plan", "predict memory and speed of every layout of N devices (docs/plan.md)");
+  auto a = std::make_shared<PlanArgs>();
+  add_config(sub, a->config);
+  sub->add_option("--gpus", a->gpus, "number of devices (processes for --gpu cpu)");
+  sub->add_option("--gpu", a->gpu, "a100-80gb, h100-80gb, h200, or cpu (this machine, measured)")->required();
+  sub->add_option("--gpus-per-node", a->gpus_per_node, "devices per node (default 8)");
+  sub->add_option("--layout", a->layout, "DPxPPxTP: only this layout, the rest from the config");
+  sub->add_option("--top", a->top, "layouts to show (default 5)");
+  sub->add_flag("--json", a->json, "one JSON object instead of the table");
+  on_run(sub, a, exit_code, run_plan);
+}
+
+// `trainer bench-comm`: under `launch`, the measurement; on its own, two local processes of it.
+struct CommArgs {
+  std::string output;
+};
+
+int run_bench_comm(const CommArgs& a) {
+  const distributed::JobEnv job = job_from(RendezvousFlags{});
+  if (job.world_size >= 2) {
+    plan::bench_comm(job, a.output);
+    return 0;
+  }
   const plan::CommFigures f = plan::measure_comm();
   std::cout << "Gloo all-reduce between 2 local processes: latency " << f.latency_us << " us per step, bandwidth "
             << f.gbs << " GB/s" << std::endl;
   return 0;
 }
 
-int cmd_config_keys() {
-  std::cout << "| key | type | default | meaning |\n|---|---|---|---|\n";
-  for (const auto& k : config_keys())
-    std::cout << "| `" << k.key << "` | " << k.type << " | `" << k.default_value << "` | " << k.help << " |\n";
-  return 0;
+void add_bench_comm(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("bench-comm", "time Gloo all-reduces between local processes (run under launch)");
+  auto a = std::make_shared<CommArgs>();
+  sub->add_option("--output", a->output, "also write the figures to this JSON file");
+  on_run(sub, a, exit_code, run_bench_comm);
+}
+
+// `trainer config-keys`.
+void add_config_keys(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("config-keys", "print every config key as a Markdown table");
+  sub->callback([&exit_code] {
+    std::cout << "| key | type | default | meaning |\n|---|---|---|---|\n";
+    for (const auto& k : config_keys())
+      std::cout << "| `" << k.key << "` | " << k.type << " | `" << k.default_value << "` | " << k.help << " |\n";
+    exit_code = 0;
+  });
+}
+
+// `trainer prepare-data`.
+void add_prepare_data(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("prepare-data", "tokenize text into a Megatron .bin/.idx dataset");
+  auto p = std::make_shared<data::PrepareOptions>();
+  sub->add_option("--input", p->inputs, "text files, .jsonl/.json files ({\"text\": ...} per line) or directories")
+      ->required();
+  add_tokenizer_options(sub, p->tokenizer)->required();
+  sub->add_option("--output", p->output, "output prefix: writes PREFIX.bin and PREFIX.idx")->required();
+  sub->add_option("--val-fraction", p->val_fraction, "last fraction of documents to PREFIX_val (rest: PREFIX_train)");
+  sub->add_flag("--append-eod", p->append_eod, "append the end-of-document token to every document");
+  sub->add_option("--workers", p->workers, "tokenizing threads (default: one per core)");
+  on_run(sub, p, exit_code, [](const data::PrepareOptions& o) { return data::prepare_data(o); });
+}
+
+// CLI11 reports a mistyped subcommand as "a subcommand is required"; name it instead.
+void refuse_unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  throw CLI::ExtrasError("unknown subcommand '" + std::string(argv[1]) + "'; use one of: " + names,
+                         CLI::ExitCodes::ExtrasError);
 }
 
 }  // namespace
@@ -309,117 +564,13 @@ int main(int argc, char** argv) {
            (cuda.empty() ? "no CUDA" : "CUDA " + cuda + ", NCCL " + distributed::nccl_version());
   }));
   app.require_subcommand(1);
+  int exit_code = 0;
+  for (auto add : {add_train, add_check_config, add_launch, add_verify, add_export, add_import_hf, add_eval,
+                   add_generate, add_bench_peak, add_plan, add_bench_comm, add_config_keys, add_prepare_data})
+    add(app, exit_code);
 
-  std::string config_path;
-  std::vector<std::string> sets;
-  auto add_config = [&](CLI::App* sub) {
-    sub->add_option("config", config_path, "YAML config file")->required();
-    sub->add_option("--set", sets, "override: section.key=value (repeatable)")->take_all()->allow_extra_args(false);
-  };
-
-  auto* train = app.add_subcommand("train", "train a model");
-  add_config(train);
-  RendezvousFlags rdzv;
-  TrainOptions topts;
-  train->add_option("--rank", rdzv.rank, "this process's rank (instead of the environment)");
-  train->add_option("--world-size", rdzv.world_size, "number of processes");
-  train->add_option("--master-addr", rdzv.master_addr, "address of rank 0's store");
-  train->add_option("--master-port", rdzv.master_port, "port of rank 0's store");
-  bool no_resume = false;
-  train->add_flag("--no-resume", no_resume, "start fresh even if checkpoint.dir has a checkpoint");
-  train->add_option("--exit-after", topts.exit_after, "save a checkpoint and exit after this many steps");
-  train->add_option("--dump", topts.dump_dir, "write losses, final parameters and gradients here")->group("");
-  train->add_option("--inject-nonfinite-step", topts.inject_nonfinite_step, "poison a gradient at this step")->group("");
-
-  auto* check = app.add_subcommand("check-config", "validate a config and print it resolved");
-  add_config(check);
-  int check_world = 0;
-  check->add_option("--world-size", check_world, "also check against this many processes");
-
-  auto* launch = app.add_subcommand("launch", "start N local worker processes of trainer");
-  distributed::LaunchOptions lopts;
-  std::vector<std::string> command;
-  launch->add_option("--nproc", lopts.nproc, "number of processes")->required();
-  launch->add_option("command", command, "subcommand and arguments, after --")->required();
-
-  auto* verify = app.add_subcommand("verify", "run the same steps at several layouts and compare losses");
-  add_config(verify);
-  std::string layouts;
-  int verify_steps = 0;
-  double tolerance = 1e-5;
-  verify->add_option("--layouts", layouts, "comma-separated DPxPPxTP, e.g. 1x1x1,2x2x2")->required();
-  verify->add_option("--steps", verify_steps, "steps per layout (default: train.steps)");
-  verify->add_option("--tolerance", tolerance, "largest allowed relative loss difference");
-
-  auto* exp = app.add_subcommand("export", "write a checkpoint's full model for other tools");
-  std::string export_dir, export_out, export_format = "safetensors", export_dtype = "fp32";
-  double max_shard_mb = 5000;
-  exp->add_option("--checkpoint", export_dir, "checkpoint step directory or checkpoint.dir")->required();
-  exp->add_option("--output", export_out, "output .safetensors file, or directory with --format hf")->required();
-  exp->add_option("--format", export_format, "safetensors (one file) or hf (a Hugging Face model directory)");
-  exp->add_option("--max-shard-mb", max_shard_mb, "with --format hf: largest safetensors shard");
-  exp->add_option("--dtype", export_dtype, "fp32 (default) or bf16: the dtype of the written tensors");
-
-  auto* import = app.add_subcommand("import-hf", "turn a Hugging Face Llama or GPT-2 model into a trainer checkpoint");
-  std::string import_dir, import_out;
-  import->add_option("--model", import_dir, "directory with config.json and model.safetensors (or its index)")->required();
-  import->add_option("--output", import_out, "checkpoint directory to write (step 0)")->required();
-
-  auto* eval = app.add_subcommand("eval", "mean next-token loss and perplexity of a checkpoint on a prepared dataset");
-  EvalOptions eopts;
-  std::vector<std::string> eval_sets;
-  eval->add_option("--checkpoint", eopts.checkpoint, "checkpoint step directory, checkpoint.dir, or a Hugging Face model directory")->required();
-  eval->add_option("--data", eopts.data, "prepared dataset: PREFIX of PREFIX.bin / PREFIX.idx")->required();
-  eval->add_option("--windows", eopts.windows, "windows of seq_len + 1 tokens to score, from the start");
-  eval->add_option("--set", eval_sets, "override (the layout, micro-batch...): section.key=value")->take_all()->allow_extra_args(false);
-
-  auto* gen = app.add_subcommand("generate", "sample text from a checkpoint");
-  GenerateOptions gopts;
-  gen->add_option("--checkpoint", gopts.checkpoint, "checkpoint step directory or checkpoint.dir")->required();
-  gen->add_option("--prompt", gopts.prompt, "text to continue");
-  gen->add_option("--max-new-tokens", gopts.max_new_tokens, "tokens to generate");
-  gen->add_option("--temperature", gopts.temperature, "sampling temperature; 0 = greedy");
-  gen->add_option("--top-k", gopts.top_k, "sample among the k most likely tokens; 0 = all");
-  gen->add_option("--seed", gopts.seed, "sampling seed");
-  add_tokenizer_options(gen, gopts.tokenizer);
-
-  auto* peak = app.add_subcommand("bench-peak", "measure this machine's matmul TFLOP/s (for runtime.peak_tflops)");
-  std::string peak_dtype = "fp32";
-  int peak_size = 2048, peak_threads = 0;
-  double peak_seconds = 3;
-  peak->add_option("--dtype", peak_dtype, "fp32 or bf16");
-  peak->add_option("--size", peak_size, "matrix size");
-  peak->add_option("--seconds", peak_seconds, "how long to measure");
-  peak->add_option("--threads", peak_threads, "intra-op threads (default: all cores)");
-  std::string peak_device = "cpu";
-  peak->add_option("--device", peak_device, "cpu, cuda or auto");
-
-  auto* plan_cmd = app.add_subcommand("plan", "predict memory and speed of every layout of N devices (docs/plan.md)");
-  add_config(plan_cmd);
-  PlanOptions plan_opts;
-  plan_cmd->add_option("--gpus", plan_opts.gpus, "number of devices (processes for --gpu cpu)");
-  plan_cmd->add_option("--gpu", plan_opts.gpu, "a100-80gb, h100-80gb, h200, or cpu (this machine, measured)")->required();
-  plan_cmd->add_option("--gpus-per-node", plan_opts.gpus_per_node, "devices per node (default 8)");
-  plan_cmd->add_option("--layout", plan_opts.layout, "DPxPPxTP: only this layout, the rest from the config");
-  plan_cmd->add_option("--top", plan_opts.top, "layouts to show (default 5)");
-  plan_cmd->add_flag("--json", plan_opts.json, "one JSON object instead of the table");
-
-  auto* comm_bench = app.add_subcommand("bench-comm", "time Gloo all-reduces between local processes (run under launch)");
-  std::string comm_output;
-  comm_bench->add_option("--output", comm_output, "also write the figures to this JSON file");
-
-  auto* keys = app.add_subcommand("config-keys", "print every config key as a Markdown table");
-
-  auto* prepare = app.add_subcommand("prepare-data", "tokenize text into a Megatron .bin/.idx dataset");
-  data::PrepareOptions popts;
-  prepare->add_option("--input", popts.inputs, "text files, .jsonl/.json files ({\"text\": ...} per line) or directories")
-      ->required();
-  add_tokenizer_options(prepare, popts.tokenizer)->required();
-  prepare->add_option("--output", popts.output, "output prefix: writes PREFIX.bin and PREFIX.idx")->required();
-  prepare->add_option("--val-fraction", popts.val_fraction, "last fraction of documents to PREFIX_val (rest: PREFIX_train)");
-  prepare->add_flag("--append-eod", popts.append_eod, "append the end-of-document token to every document");
-  prepare->add_option("--workers", popts.workers, "tokenizing threads (default: one per core)");
-
+  // The chosen subcommand runs inside parse, as its callback. Errors before logging is set up
+  // (usage, a bad config, bad files) go to stderr as "error: ..."; results go to stdout.
   try {
     refuse_unknown_subcommand(app, argc, argv);
     app.parse(argc, argv);
@@ -427,57 +578,6 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     std::cerr << "error: " << e.what() << "\nRun with --help for more information." << std::endl;
     return kExitBadInput;
-  }
-  try {
-    topts.resume = !no_resume;
-    if (*train) return cmd_train(config_path, sets, rdzv, topts);
-    if (*check) return cmd_check_config(config_path, sets, check_world);
-    if (*verify) return cmd_verify(config_path, sets, layouts, verify_steps, tolerance);
-    if (*keys) return cmd_config_keys();
-    if (*plan_cmd) return cmd_plan(config_path, sets, plan_opts);
-    if (*comm_bench) {
-      const distributed::JobEnv job = job_from(RendezvousFlags{});
-      if (job.world_size < 2) return cmd_bench_comm_locally();
-      plan::bench_comm(job, comm_output);
-      return 0;
-    }
-    if (*peak) {
-      if (peak_threads > 0) at::set_num_threads(peak_threads);
-      const auto dtype = parse_choice<DType>("--dtype", peak_dtype);
-      const auto r = metrics::measure_peak(dtype, peak_size, peak_seconds, parse_choice<DeviceKind>("--device", peak_device));
-      std::cout << peak_dtype << " matmul " << peak_size << "x" << peak_size << ": " << r.tflops
-                << " TFLOP/s with " << at::get_num_threads() << " threads (the model's matmul: "
-                << r.model_tflops << ", LibTorch's at::mm: " << r.libtorch_tflops << "); max relative error vs float64: " << r.max_rel_error << std::endl;
-      std::cout << "for MFU of processes with " << at::get_num_threads()
-                << " threads each: --set runtime.peak_tflops=" << r.tflops << std::endl;
-      return r.max_rel_error < (dtype == DType::Bf16 ? 5e-2 : 1e-4) ? 0 : 1;
-    }
-    if (*exp) {
-      if (export_format != "safetensors" && export_format != "hf")
-        throw ConfigError("--format is '" + export_format + "'; use safetensors or hf");
-      const int n = checkpoint::export_model(export_dir, export_out,
-                                             export_format == "hf" ? checkpoint::ExportFormat::HuggingFace
-                                                                   : checkpoint::ExportFormat::Safetensors,
-                                             max_shard_mb, runtime::scalar_type(parse_choice<DType>("--dtype", export_dtype)));
-      std::cout << "wrote " << n << " tensors to " << export_out << std::endl;
-      return 0;
-    }
-    if (*import) {
-      const std::string step = checkpoint::import_hf(import_dir, import_out);  // throws before anything is printed
-      std::cout << "wrote " << step << std::endl;
-      return 0;
-    }
-    if (*eval) return cmd_eval(eopts, eval_sets);
-    if (*gen) {
-      std::cout << generate(gopts) << std::endl;
-      return 0;
-    }
-    if (*prepare) return data::prepare_data(popts);
-    if (*launch) {
-      lopts.args = command;
-      lopts.worker_bytes = PlanConfig{}.cpu_process_mb * 1e6;  // the smallest trainer process, measured
-      return distributed::launch_local(lopts);
-    }
   } catch (const BadInput& e) {
     std::cerr << "error: " << e.what() << std::endl;
     return kExitBadInput;
@@ -485,7 +585,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << distributed::message_of(e) << std::endl;
     return 1;
   }
-  return 0;
+  return exit_code;
 }
 
 }  // namespace trainer::cli

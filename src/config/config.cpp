@@ -29,13 +29,12 @@ template <> struct Choices<RopeScaling> { static constexpr const char* names[] =
 template <> struct Choices<Recompute> { static constexpr const char* names[] = {"none", "selective", "full"}; };
 template <> struct Choices<PlanAssumptions> { static constexpr const char* names[] = {"trainer", "megatron"}; };
 template <> struct Choices<Preflight> { static constexpr const char* names[] = {"error", "warn", "off"}; };
+template <> struct Choices<ZeroStage> { static constexpr const char* names[] = {"0", "1"}; };
+template <> struct Choices<PipelineTransfers> { static constexpr const char* names[] = {"auto", "order-paired", "one-by-one"}; };
 
 template <typename T, typename = void> struct is_choice : std::false_type {};
 template <typename T> struct is_choice<T, std::void_t<decltype(Choices<T>::names)>> : std::true_type {};
 
-template <typename E> std::vector<std::string> choice_names() {
-  return {std::begin(Choices<E>::names), std::end(Choices<E>::names)};
-}
 
 std::string joined(const std::vector<std::string>& items, const std::string& separator) {
   std::string out;
@@ -47,8 +46,12 @@ std::string joined(const std::vector<std::string>& items, const std::string& sep
 
 template <typename E> std::string name_of(E value) { return Choices<E>::names[static_cast<size_t>(value)]; }
 
+template <typename E> std::vector<std::string> names_of() {
+  return {std::begin(Choices<E>::names), std::end(Choices<E>::names)};
+}
+
 template <typename E> E parse_choice(const std::string& key, const std::string& text) {
-  const auto names = choice_names<E>();
+  const auto names = names_of<E>();
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == text) return static_cast<E>(i);
   throw ConfigError("'" + key + "' is '" + text + "'; use one of: " + joined(names, ", "));
@@ -56,7 +59,8 @@ template <typename E> E parse_choice(const std::string& key, const std::string& 
 
 #define TRAINER_CHOICE(E)                            \
   template std::string name_of<E>(E);                \
-  template E parse_choice<E>(const std::string&, const std::string&);
+  template E parse_choice<E>(const std::string&, const std::string&); \
+  template std::vector<std::string> names_of<E>();
 TRAINER_CHOICE(Positions)
 TRAINER_CHOICE(Norm)
 TRAINER_CHOICE(Mlp)
@@ -72,6 +76,8 @@ TRAINER_CHOICE(DeviceKind)
 TRAINER_CHOICE(BackendKind)
 TRAINER_CHOICE(RopeScaling)
 TRAINER_CHOICE(Recompute)
+TRAINER_CHOICE(ZeroStage)
+TRAINER_CHOICE(PipelineTransfers)
 #undef TRAINER_CHOICE
 
 namespace {
@@ -176,6 +182,7 @@ template <typename T> std::string type_name() {
   return "string";
 }
 template <> std::string type_name<int>() { return "int"; }
+template <> std::string type_name<ZeroStage>() { return "int"; }  // a choice spelled as a number
 template <> std::string type_name<std::int64_t>() { return "int"; }
 template <> std::string type_name<double>() { return "float"; }
 template <> std::string type_name<bool>() { return "bool"; }
@@ -212,7 +219,7 @@ Field field(std::string key, Section Config::*section, T Section::*member, std::
   Field f;
   f.key = key;
   f.type = type_name<T>();
-  if constexpr (is_choice<T>::value) f.choices = choice_names<T>();
+  if constexpr (is_choice<T>::value) f.choices = names_of<T>();
   f.help = std::move(help);
   f.set = [key, section, member](Config& cfg, const YAML::Node& node, const std::string& where) {
     if constexpr (is_choice<T>::value) {
@@ -280,6 +287,9 @@ const std::vector<Field>& schema() {
             "activation recomputation: full = whole layers, selective = the attention core"),
       field("parallel.recompute_layers", &C::parallel, &ParallelConfig::recompute_layers,
             "with full: layers recomputed per model chunk, from its first; 0 = all"),
+      field("parallel.pipeline_transfers", &C::parallel, &ParallelConfig::pipeline_transfers,
+            "how pipeline transfers start: order-paired batches (NCCL's need), one by one with receives posted "
+            "ahead (Gloo), auto = by the backend"),
       field("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate"),
       field("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of decay"),
       field("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps"),
@@ -291,7 +301,7 @@ const std::vector<Field>& schema() {
       field("optim.grad_clip", &C::optim, &OptimConfig::grad_clip,
             "max global gradient norm; 0 disables"),
       field("optim.zero_stage", &C::optim, &OptimConfig::zero_stage,
-            "1 = shard optimizer state and fp32 master over dp"),
+            "0 = none; 1 = shard optimizer state and fp32 master weights over dp"),
       field("optim.bucket_mb", &C::optim, &OptimConfig::bucket_mb, "gradient bucket size (MB)"),
       field("optim.main_grad_dtype", &C::optim, &OptimConfig::main_grad_dtype,
             "dtype gradients accumulate in over microbatches and DP reduces (bf16 needs runtime.precision bf16)"),
@@ -504,173 +514,216 @@ int num_microbatches(const Config& cfg) {
   return cfg.train.global_batch_size / (cfg.parallel.micro_batch_size * cfg.parallel.dp);
 }
 
-void validate(const Config& cfg, int world_size) {
-  const auto& m = cfg.model;
-  const auto& p = cfg.parallel;
-  auto positive = [](const std::string& key, double v) {
-    if (!(v > 0)) invalid(key, show(v), "must be positive", "set it to a value > 0");
+namespace {
+
+void positive(const std::string& key, double v) {
+  if (!(v > 0)) invalid(key, show(v), "must be positive", "set it to a value > 0");
+}
+
+void non_negative(const std::string& key, double v, const std::string& fix) {
+  if (!(v >= 0)) invalid(key, show(v), "must be >= 0", fix);
+}
+
+void fraction_of_peak(const std::string& key, double v) {
+  if (!(v > 0 && v <= 1)) invalid(key, show(v), "must be in (0, 1]", "use a fraction of peak such as 0.8");
+}
+
+}  // namespace
+
+void ModelConfig::validate() const {
+  positive("model.layers", layers);
+  positive("model.hidden", hidden);
+  positive("model.heads", heads);
+  positive("model.ffn", ffn);
+  positive("model.vocab_size", vocab_size);
+  positive("model.seq_len", seq_len);
+  positive("model.init_std", init_std);
+  positive("model.vocab_divisible_by", vocab_divisible_by);
+  if (dropout < 0 || dropout >= 1) invalid("model.dropout", show(dropout), "must be in [0, 1)", "use e.g. 0 or 0.1");
+  if (hidden % heads != 0)
+    invalid("model.hidden", show(hidden), "not divisible by model.heads = " + show(heads),
+            "pick hidden as a multiple of heads");
+  if (positions == Positions::Rope && (hidden / heads) % 2 != 0)
+    invalid("model.hidden", show(hidden), "rope needs an even head dimension", "make hidden/heads even");
+  const int kv = kv_heads_of(*this);
+  if (kv < 1 || heads % kv != 0)
+    invalid("model.kv_heads", show(kv_heads), "must divide model.heads = " + show(heads),
+            "use a divisor of heads (heads / kv_heads query heads share each key/value head), or 0 for heads");
+  if (rope_scaling == RopeScaling::Llama3) {
+    positive("model.rope_factor", rope_factor);
+    positive("model.rope_original_max_positions", rope_original_max_positions);
+    if (!(rope_high_freq_factor > rope_low_freq_factor))
+      invalid("model.rope_high_freq_factor", show(rope_high_freq_factor),
+              "must exceed model.rope_low_freq_factor = " + show(rope_low_freq_factor), "Llama 3.1 uses 4 and 1");
+    if (positions != Positions::Rope)
+      invalid("model.rope_scaling", name_of(rope_scaling), "needs model.positions = rope", "set model.positions=rope");
+  }
+}
+
+void ParallelConfig::validate() const {
+  positive("parallel.dp", dp);
+  positive("parallel.pp", pp);
+  positive("parallel.tp", tp);
+  positive("parallel.micro_batch_size", micro_batch_size);
+  positive("parallel.virtual_stages", virtual_stages);
+  non_negative("parallel.recompute_layers", recompute_layers, "0 recomputes every layer");
+  if (schedule != Schedule::Interleaved1F1B && virtual_stages != 1)
+    invalid("parallel.virtual_stages", show(virtual_stages), "only the interleaved-1f1b schedule uses virtual stages",
+            "set parallel.schedule=interleaved-1f1b or virtual_stages=1");
+  const int chunks = pp * virtual_stages_in_effect(*this);
+  if (!stage_layers.empty() && static_cast<int>(stage_layers.size()) != chunks)
+    invalid("parallel.stage_layers", show(stage_layers), "needs one entry per stage (" + show(chunks) + ")",
+            "list " + show(chunks) + " layer counts or leave it empty");
+  for (int n : stage_layers)
+    if (n < 1)
+      invalid("parallel.stage_layers", show(stage_layers), "every stage needs >= 1 layer",
+              "give each stage at least one layer");
+}
+
+void OptimConfig::validate() const {
+  positive("optim.lr", lr);
+  if (min_lr < 0 || min_lr > lr) invalid("optim.min_lr", show(min_lr), "must be in [0, optim.lr]", "lower it");
+  non_negative("optim.warmup_steps", warmup_steps, "set 0 or more");
+  non_negative("optim.grad_clip", grad_clip, "set 0 to disable");
+  positive("optim.bucket_mb", bucket_mb);
+}
+
+void TrainConfig::validate() const {
+  positive("train.steps", steps);
+  positive("train.global_batch_size", global_batch_size);
+  non_negative("train.eval_interval", eval_interval, "use 0 to disable");
+  if (eval_interval > 0) positive("train.eval_iters", eval_iters);
+}
+
+void DataConfig::validate(bool with_validation) const {
+  if (source == DataSource::Synthetic) return;
+  // An indexed dataset is named by its prefix; check the .idx that must sit beside it.
+  const std::string suffix = source == DataSource::Indexed ? ".idx" : "";
+  auto check_file = [&](const std::string& key, const std::string& file) {
+    if (file.empty())
+      invalid(key, "\"\"", "data.source=" + name_of(source) + " needs a path", "set " + key + " (see trainer prepare-data)");
+    if (!std::filesystem::is_regular_file(file + suffix))
+      invalid(key, file, "file " + file + suffix + " does not exist", "check the path or prepare the data first");
   };
-  positive("model.layers", m.layers);
-  positive("model.hidden", m.hidden);
-  positive("model.heads", m.heads);
-  positive("model.ffn", m.ffn);
-  positive("model.vocab_size", m.vocab_size);
-  positive("model.seq_len", m.seq_len);
-  positive("model.init_std", m.init_std);
-  positive("model.vocab_divisible_by", m.vocab_divisible_by);
-  positive("parallel.dp", p.dp);
-  positive("parallel.pp", p.pp);
-  positive("parallel.tp", p.tp);
-  positive("parallel.micro_batch_size", p.micro_batch_size);
-  positive("parallel.virtual_stages", p.virtual_stages);
-  positive("train.steps", cfg.train.steps);
-  positive("train.global_batch_size", cfg.train.global_batch_size);
-  positive("runtime.collective_timeout_s", cfg.runtime.collective_timeout_s);
-  positive("logging.interval", cfg.logging.interval);
+  if (paths.empty()) check_file("data.path", path);
+  else if (!path.empty()) invalid("data.path", path, "data.path and data.paths are both set", "use one of them");
+  for (const auto& d : paths) {
+    check_file("data.paths", d.path);
+    if (!(d.weight > 0))
+      invalid("data.paths", d.path, "weight " + show(d.weight) + " is not positive", "give every dataset a weight > 0");
+  }
+  if (with_validation) check_file("data.valid_path", valid_path);
+}
+
+void LoggingConfig::validate() const { positive("logging.interval", interval); }
+
+void RuntimeConfig::validate() const {
+  positive("runtime.collective_timeout_s", collective_timeout_s);
+  non_negative("runtime.threads", threads, "use 0 for automatic");
+  non_negative("runtime.gpu_memory_gb", gpu_memory_gb, "use 0 or a positive value");
+#ifndef TRAINER_WITH_CUDA
+  if (device == DeviceKind::Cuda)
+    invalid("runtime.device", "cuda", "this build of trainer has no CUDA support",
+            "use runtime.device=cpu or build against a CUDA LibTorch");
+  if (backend == BackendKind::Nccl)
+    invalid("runtime.backend", "nccl", "this build of trainer has no NCCL support",
+            "use runtime.backend=gloo or build against a CUDA LibTorch");
+#endif
+}
+
+void PlanConfig::validate() const {
+  fraction_of_peak("plan.matmul_efficiency", matmul_efficiency);
+  fraction_of_peak("plan.attention_efficiency", attention_efficiency);
+  fraction_of_peak("plan.memory_efficiency", memory_efficiency);
+  fraction_of_peak("plan.intra_node_efficiency", intra_node_efficiency);
+  fraction_of_peak("plan.inter_node_efficiency", inter_node_efficiency);
+  non_negative("plan.elementwise_traffic", elementwise_traffic, "use 0 or a positive value");
+  non_negative("plan.activation_overhead", activation_overhead, "use 0 or a positive value");
+  non_negative("plan.cpu_process_mb", cpu_process_mb, "use 0 or a positive value");
+  non_negative("plan.gpu_reserved_gb", gpu_reserved_gb, "use 0 or a positive value");
+}
+
+namespace {
+
+// The model split over TP: heads, key/value heads, MLP, sequence and vocabulary.
+void validate_tensor_split(const ModelConfig& m, const ParallelConfig& p) {
   // The padded vocabulary (a multiple of vocab_divisible_by * tp) must stay an int.
   if (m.vocab_size > std::numeric_limits<int>::max() - static_cast<std::int64_t>(m.vocab_divisible_by) * p.tp)
     invalid("model.vocab_size", show(m.vocab_size), "is too large to pad", "use a vocabulary below 2^31 - vocab_divisible_by * tp");
-  if (m.dropout < 0 || m.dropout >= 1)
-    invalid("model.dropout", show(m.dropout), "must be in [0, 1)", "use e.g. 0 or 0.1");
-  if (world_size > 0 && world_size_of(p) != world_size)
-    invalid("parallel", "dp=" + show(p.dp) + " pp=" + show(p.pp) + " tp=" + show(p.tp),
-            "dp*pp*tp = " + show(world_size_of(p)) + " but the job has " + show(world_size) +
-                " processes",
-            "make dp*pp*tp equal the number of processes");
-  if (m.hidden % m.heads != 0)
-    invalid("model.hidden", show(m.hidden), "not divisible by model.heads = " + show(m.heads),
-            "pick hidden as a multiple of heads");
-  if (m.positions == Positions::Rope && (m.hidden / m.heads) % 2 != 0)
-    invalid("model.hidden", show(m.hidden), "rope needs an even head dimension",
-            "make hidden/heads even");
   if (m.heads % p.tp != 0)
     invalid("model.heads", show(m.heads), "not divisible by parallel.tp = " + show(p.tp),
             "use a tp that divides the number of heads");
   const int kv = kv_heads_of(m);
-  if (kv < 1 || m.heads % kv != 0)
-    invalid("model.kv_heads", show(m.kv_heads), "must divide model.heads = " + show(m.heads),
-            "use a divisor of heads (heads / kv_heads query heads share each key/value head), or 0 for heads");
   if (kv >= p.tp ? kv % p.tp != 0 : p.tp % kv != 0)
     invalid("model.kv_heads", show(kv),
             "parallel.tp = " + show(p.tp) + " must divide the key/value heads, or be a multiple of them (then each is replicated on tp / kv_heads ranks)",
             "pick tp and kv_heads so that one divides the other");
-  if (m.rope_scaling == RopeScaling::Llama3) {
-    positive("model.rope_factor", m.rope_factor);
-    positive("model.rope_original_max_positions", m.rope_original_max_positions);
-    if (!(m.rope_high_freq_factor > m.rope_low_freq_factor))
-      invalid("model.rope_high_freq_factor", show(m.rope_high_freq_factor),
-              "must exceed model.rope_low_freq_factor = " + show(m.rope_low_freq_factor), "Llama 3.1 uses 4 and 1");
-    if (m.positions != Positions::Rope)
-      invalid("model.rope_scaling", name_of(m.rope_scaling), "needs model.positions = rope", "set model.positions=rope");
-  }
-  if (p.recompute_layers < 0)
-    invalid("parallel.recompute_layers", show(p.recompute_layers), "must be >= 0", "0 recomputes every layer");
   if (m.ffn % p.tp != 0)
-    invalid("model.ffn", show(m.ffn), "not divisible by parallel.tp = " + show(p.tp),
-            "use an ffn size that is a multiple of tp");
+    invalid("model.ffn", show(m.ffn), "not divisible by parallel.tp = " + show(p.tp), "use an ffn size that is a multiple of tp");
   if (p.sequence_parallel && m.seq_len % p.tp != 0)
-    invalid("model.seq_len", show(m.seq_len),
-            "sequence parallelism needs seq_len divisible by parallel.tp = " + show(p.tp),
+    invalid("model.seq_len", show(m.seq_len), "sequence parallelism needs seq_len divisible by parallel.tp = " + show(p.tp),
             "pick seq_len as a multiple of tp or turn parallel.sequence_parallel off");
-  const int chunks = p.pp * virtual_stages_in_effect(p);
-  if (p.schedule != Schedule::Interleaved1F1B && p.virtual_stages != 1)
-    invalid("parallel.virtual_stages", show(p.virtual_stages),
-            "only the interleaved-1f1b schedule uses virtual stages",
-            "set parallel.schedule=interleaved-1f1b or virtual_stages=1");
-  if (p.stage_layers.empty()) {
-    if (m.layers < chunks)
-      invalid("model.layers", show(m.layers),
-              "fewer layers than pipeline stages (" + show(chunks) + " = pp x virtual_stages)",
-              "use at least " + show(chunks) + " layers or fewer stages");
-  } else {
-    if (static_cast<int>(p.stage_layers.size()) != chunks)
-      invalid("parallel.stage_layers", show(p.stage_layers),
-              "needs one entry per stage (" + show(chunks) + ")",
-              "list " + show(chunks) + " layer counts or leave it empty");
-    int total = 0;
-    for (int n : p.stage_layers) {
-      if (n < 1)
-        invalid("parallel.stage_layers", show(p.stage_layers), "every stage needs >= 1 layer",
-                "give each stage at least one layer");
-      total += n;
-    }
-    if (total != m.layers)
-      invalid("parallel.stage_layers", show(p.stage_layers),
-              "adds up to " + show(total) + " but model.layers = " + show(m.layers),
-              "make the entries sum to model.layers");
-  }
+}
+
+// The layers over pipeline stages, and the global batch over DP and microbatches.
+void validate_pipeline_split(const Config& cfg) {
+  const auto& p = cfg.parallel;
+  const int layers = cfg.model.layers, chunks = p.pp * virtual_stages_in_effect(p);
+  int total = 0;
+  for (int n : p.stage_layers) total += n;
+  if (p.stage_layers.empty() && layers < chunks)
+    invalid("model.layers", show(layers), "fewer layers than pipeline stages (" + show(chunks) + " = pp x virtual_stages)",
+            "use at least " + show(chunks) + " layers or fewer stages");
+  if (!p.stage_layers.empty() && total != layers)
+    invalid("parallel.stage_layers", show(p.stage_layers), "adds up to " + show(total) + " but model.layers = " + show(layers),
+            "make the entries sum to model.layers");
   const int per_step = p.micro_batch_size * p.dp;
   if (cfg.train.global_batch_size % per_step != 0)
     invalid("train.global_batch_size", show(cfg.train.global_batch_size),
-            "not divisible by micro_batch_size x dp = " + show(per_step),
-            "use a multiple of " + show(per_step));
+            "not divisible by micro_batch_size x dp = " + show(per_step), "use a multiple of " + show(per_step));
   const int mbs = num_microbatches(cfg);
   if (p.schedule == Schedule::Interleaved1F1B && mbs % p.pp != 0)
     invalid("parallel.schedule", name_of(p.schedule),
-            "interleaved-1f1b needs the number of microbatches (" + show(mbs) +
-                ") to be a multiple of pp = " + show(p.pp),
+            "interleaved-1f1b needs the number of microbatches (" + show(mbs) + ") to be a multiple of pp = " + show(p.pp),
             "change train.global_batch_size or parallel.micro_batch_size");
-  if (cfg.optim.zero_stage != 0 && cfg.optim.zero_stage != 1)
-    invalid("optim.zero_stage", show(cfg.optim.zero_stage), "only 0 and 1 are supported",
-            "set 0 (plain data parallel) or 1 (sharded optimizer)");
+}
+
+// Options that only a bf16 model has.
+void validate_precision(const Config& cfg) {
   if (cfg.optim.main_grad_dtype == DType::Bf16 && cfg.runtime.precision != DType::Bf16)
     invalid("optim.main_grad_dtype", "bf16", "bf16 main gradients belong to a bf16 model; this one is fp32",
             "set runtime.precision=bf16, or optim.main_grad_dtype=fp32");
   if (cfg.runtime.fp32_residual && cfg.runtime.precision != DType::Bf16)
     invalid("runtime.fp32_residual", "true", "an fp32 model's residual stream is fp32 already",
             "set runtime.precision=bf16, or runtime.fp32_residual=false");
-  positive("optim.lr", cfg.optim.lr);
-  if (cfg.optim.min_lr < 0 || cfg.optim.min_lr > cfg.optim.lr)
-    invalid("optim.min_lr", show(cfg.optim.min_lr), "must be in [0, optim.lr]", "lower it");
-  if (cfg.optim.warmup_steps < 0)
-    invalid("optim.warmup_steps", show(cfg.optim.warmup_steps), "must be >= 0", "set 0 or more");
-  if (cfg.optim.grad_clip < 0)
-    invalid("optim.grad_clip", show(cfg.optim.grad_clip), "must be >= 0", "set 0 to disable");
-  positive("optim.bucket_mb", cfg.optim.bucket_mb);
-  if (cfg.runtime.threads < 0)
-    invalid("runtime.threads", show(cfg.runtime.threads), "must be >= 0", "use 0 for automatic");
-  if (cfg.data.source != DataSource::Synthetic) {
-    // An indexed dataset is named by its prefix; check the .idx that must sit beside it.
-    const std::string suffix = cfg.data.source == DataSource::Indexed ? ".idx" : "";
-    auto check_file = [&](const std::string& key, const std::string& path) {
-      if (path.empty())
-        invalid(key, "\"\"", "data.source=" + name_of(cfg.data.source) + " needs a path",
-                "set " + key + " (see trainer prepare-data)");
-      if (!std::filesystem::is_regular_file(path + suffix))
-        invalid(key, path, "file " + path + suffix + " does not exist", "check the path or prepare the data first");
-    };
-    if (cfg.data.paths.empty()) check_file("data.path", cfg.data.path);
-    else if (!cfg.data.path.empty())
-      invalid("data.path", cfg.data.path, "data.path and data.paths are both set", "use one of them");
-    for (const auto& d : cfg.data.paths) {
-      check_file("data.paths", d.path);
-      if (!(d.weight > 0)) invalid("data.paths", d.path, "weight " + show(d.weight) + " is not positive", "give every dataset a weight > 0");
-    }
-    if (cfg.train.eval_interval > 0) check_file("data.valid_path", cfg.data.valid_path);
-  }
-  for (const auto& [key, value] : {std::pair{"plan.matmul_efficiency", cfg.plan.matmul_efficiency},
-                                   {"plan.attention_efficiency", cfg.plan.attention_efficiency},
-                                   {"plan.memory_efficiency", cfg.plan.memory_efficiency},
-                                   {"plan.intra_node_efficiency", cfg.plan.intra_node_efficiency},
-                                   {"plan.inter_node_efficiency", cfg.plan.inter_node_efficiency}})
-    if (!(value > 0 && value <= 1)) invalid(key, show(value), "must be in (0, 1]", "use a fraction of peak such as 0.8");
-  for (const auto& [key, value] : {std::pair{"plan.elementwise_traffic", cfg.plan.elementwise_traffic},
-                                   {"plan.activation_overhead", cfg.plan.activation_overhead},
-                                   {"plan.cpu_process_mb", cfg.plan.cpu_process_mb},
-                                   {"plan.gpu_reserved_gb", cfg.plan.gpu_reserved_gb},
-                                   {"runtime.gpu_memory_gb", cfg.runtime.gpu_memory_gb}})
-    if (!(value >= 0)) invalid(key, show(value), "must be >= 0", "use 0 or a positive value");
-  if (cfg.train.eval_interval < 0)
-    invalid("train.eval_interval", show(cfg.train.eval_interval), "must be >= 0", "use 0 to disable");
-  if (cfg.train.eval_interval > 0) positive("train.eval_iters", cfg.train.eval_iters);
-#ifndef TRAINER_WITH_CUDA
-  if (cfg.runtime.device == DeviceKind::Cuda)
-    invalid("runtime.device", "cuda", "this build of trainer has no CUDA support",
-            "use runtime.device=cpu or build against a CUDA LibTorch");
-  if (cfg.runtime.backend == BackendKind::Nccl)
-    invalid("runtime.backend", "nccl", "this build of trainer has no NCCL support",
-            "use runtime.backend=gloo or build against a CUDA LibTorch");
-#endif
+}
+
+}  // namespace
+
+void validate(const Config& cfg, int world_size) {
+  const auto& p = cfg.parallel;
+  cfg.model.validate();
+  p.validate();
+  cfg.optim.validate();
+  cfg.train.validate();
+  cfg.logging.validate();
+  cfg.runtime.validate();
+  cfg.plan.validate();
+  if (world_size > 0 && world_size_of(p) != world_size)
+    invalid("parallel", "dp=" + show(p.dp) + " pp=" + show(p.pp) + " tp=" + show(p.tp),
+            "dp*pp*tp = " + show(world_size_of(p)) + " but the job has " + show(world_size) + " processes",
+            "make dp*pp*tp equal the number of processes");
+  validate_tensor_split(cfg.model, p);
+  validate_pipeline_split(cfg);
+  validate_precision(cfg);
+  cfg.data.validate(cfg.train.eval_interval > 0);
+}
+
+std::vector<std::string> overrides_between(const Config& from, const Config& to) {
+  std::vector<std::string> out;
+  for (const auto& f : schema())
+    if (f.get(from) != f.get(to)) out.push_back(f.key + "=" + f.get(to));
+  return out;
 }
 
 std::string to_yaml(const Config& cfg) {

@@ -29,11 +29,14 @@ enum class RopeScaling { None, Llama3 };
 enum class Recompute { None, Selective, Full };
 enum class PlanAssumptions { Trainer, Megatron };
 enum class Preflight { Error, Warn, Off };
+enum class ZeroStage { None = 0, Optimizer = 1 };  // the stage number: what ZeRO shards over DP
+enum class PipelineTransfers { Auto, OrderPaired, OneByOne };
 
 // The spelling of `value` in a config ("interleaved-1f1b"), and the value of a spelling
 // (throws ConfigError naming `key` and the choices).
 template <typename E> std::string name_of(E value);
 template <typename E> E parse_choice(const std::string& key, const std::string& text);
+template <typename E> std::vector<std::string> names_of();  // every spelling, in declaration order
 
 struct ModelConfig {
   int layers = 4;
@@ -61,6 +64,7 @@ struct ModelConfig {
   double rope_high_freq_factor = 4.0;
   int rope_original_max_positions = 8192;
   int vocab_divisible_by = 8;  // vocab is padded to a multiple of this × tp (Megatron)
+  void validate() const;
 };
 
 struct ParallelConfig {
@@ -77,6 +81,10 @@ struct ParallelConfig {
   // recomputes the attention core (RoPE, key/value repeat, attention).
   Recompute recompute = Recompute::None;
   int recompute_layers = 0;
+  // How pipeline transfers start: order-paired batches (what NCCL needs), one by one with
+  // receives posted ahead (Gloo), or auto (by the backend).
+  PipelineTransfers pipeline_transfers = PipelineTransfers::Auto;
+  void validate() const;
 };
 
 struct OptimConfig {
@@ -89,7 +97,7 @@ struct OptimConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;  // 0 disables clipping
-  int zero_stage = 0;      // 0 | 1
+  ZeroStage zero_stage = ZeroStage::None;  // 1: optimizer state and fp32 master weights sharded over DP
   double bucket_mb = 25.0;
   // Main gradients: where microbatch gradients accumulate and what the optimizer reads (bf16
   // needs runtime.precision bf16). DP reduction travels in it, or in bf16 with grad_reduce_dtype.
@@ -98,6 +106,7 @@ struct OptimConfig {
   NonFinite nonfinite = NonFinite::Skip;
   bool decay_embeddings = false;
   bool decay_norms_and_biases = false;
+  void validate() const;
 };
 
 struct TrainConfig {
@@ -105,6 +114,7 @@ struct TrainConfig {
   int global_batch_size = 16;
   int eval_interval = 0;
   int eval_iters = 2;
+  void validate() const;
 };
 
 // One dataset of a weighted blend.
@@ -119,6 +129,8 @@ struct DataConfig {
   std::string path;
   std::string valid_path;  // validation data, of the same source as `path`
   std::vector<DataPath> paths;  // weighted blend instead of data.path
+  // The files exist (`with_validation`: data.valid_path too).
+  void validate(bool with_validation) const;
 };
 
 struct CheckpointConfig {
@@ -132,6 +144,7 @@ struct LoggingConfig {
   std::string dir;
   int interval = 1;
   LogLevel level = LogLevel::Info;
+  void validate() const;
 };
 
 struct RuntimeConfig {
@@ -146,6 +159,7 @@ struct RuntimeConfig {
   bool tf32 = false;               // CUDA: fp32 matmuls may use TF32
   double peak_tflops = 0.0;        // for MFU; 0 = unknown
   double gpu_memory_gb = 0.0;      // what the memory pre-flight allows per GPU; 0 = the device's
+  void validate() const;
 };
 
 // `trainer plan` and the memory pre-flight (src/plan/, docs/plan.md): what the predictions
@@ -166,6 +180,7 @@ struct PlanConfig {
   double gpu_reserved_gb = 1.0;         // per GPU: the CUDA context and the kernels it loads (cuBLAS and NCCL buffers are counted apart)
   // What `train` and `check-config` do with a layout predicted not to fit: exit 2, warn, or skip.
   Preflight preflight = Preflight::Error;
+  void validate() const;
 };
 
 struct Config {
@@ -194,9 +209,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // Applies one "section.key=value" override.
 void apply_override(Config& cfg, const std::string& assignment);
 
-// Checks that the config can run on `world_size` processes (0 = skip the world check).
-// Throws ConfigError naming the key, the value and the fix.
+// Checks that the config can run on `world_size` processes (0 = skip the world check): each
+// section's own rules (its validate(), beside its declaration above), then the rules that tie
+// sections together. Throws ConfigError naming the key, the value and the fix.
 void validate(const Config& cfg, int world_size);
+
+// The "section.key=value" overrides that turn `from` into `to`: one per key whose value differs,
+// named as the schema names it.
+std::vector<std::string> overrides_between(const Config& from, const Config& to);
 
 // Derived figures.
 int padded_vocab_size(const ModelConfig& m, int tp);

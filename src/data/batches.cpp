@@ -9,7 +9,7 @@
 #include "data/common.hpp"
 #include "data/indexed_dataset.hpp"
 
-#include "model/params.hpp"
+#include "runtime/seed.hpp"
 
 namespace trainer::data {
 namespace {
@@ -148,31 +148,31 @@ class BlendSource : public BatchSource {
 }  // namespace
 
 std::unique_ptr<BatchSource> make_source(const Config& cfg) {
-  const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "data");
+  const std::uint64_t seed = runtime::seed_for(cfg.runtime.seed, "data");
   if (cfg.data.source == DataSource::Synthetic) return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
   if (cfg.data.paths.empty()) return window_source(cfg, cfg.data.path, seed);
   std::vector<std::unique_ptr<BatchSource>> sources;
   std::vector<double> weights;
   for (size_t k = 0; k < cfg.data.paths.size(); ++k) {
-    sources.push_back(window_source(cfg, cfg.data.paths[k].path, model::seed_for(seed, std::to_string(k))));
+    sources.push_back(window_source(cfg, cfg.data.paths[k].path, runtime::seed_for(seed, std::to_string(k))));
     weights.push_back(cfg.data.paths[k].weight);
   }
   return std::make_unique<BlendSource>(std::move(sources), std::move(weights));
 }
 
 std::unique_ptr<BatchSource> make_validation_source(const Config& cfg) {
-  const std::uint64_t seed = model::seed_for(cfg.runtime.seed, "validation");
+  const std::uint64_t seed = runtime::seed_for(cfg.runtime.seed, "validation");
   if (cfg.data.source != DataSource::Synthetic) return window_source(cfg, cfg.data.valid_path, seed);
   return std::make_unique<SyntheticSource>(seed, cfg.model.vocab_size, cfg.model.seq_len);
 }
 
-std::vector<model::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,
+std::vector<data::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,
                                                      std::int64_t step, int dp_rank, c10::Device device) {
   const int global = cfg.train.global_batch_size;
   const int per_rank = global / cfg.parallel.dp;
   const int mbs = cfg.parallel.micro_batch_size;
   at::Tensor mine = src.samples(step * global + static_cast<std::int64_t>(dp_rank) * per_rank, per_rank);
-  std::vector<model::MicroBatch> out;
+  std::vector<data::MicroBatch> out;
   for (int i = 0; i < per_rank / mbs; ++i) {
     at::Tensor s = mine.narrow(0, static_cast<int64_t>(i) * mbs, mbs);
     const int64_t S = cfg.model.seq_len;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "model/microbatch.hpp"
+#include "data/microbatch.hpp"
 
 namespace trainer::data {
 
@@ -27,7 +27,7 @@ std::unique_ptr<BatchSource> make_source(const Config& cfg);
 std::unique_ptr<BatchSource> make_validation_source(const Config& cfg);
 
 // This DP rank's microbatches of the global batch of `step`, on `device`.
-std::vector<model::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,
+std::vector<data::MicroBatch> local_microbatches(const BatchSource& src, const Config& cfg,
                                                      std::int64_t step, int dp_rank, c10::Device device);
 
 }  // namespace trainer::data

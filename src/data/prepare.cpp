@@ -295,7 +295,7 @@ void print_summary(const PrepareOptions& o, const Tokenizer& tokenizer, TokenTyp
               s.documents, s.empty, s.files, s.bytes / 1e6, static_cast<long long>(s.tokens), seconds,
               s.bytes / 1e6 / seconds, s.tokens / seconds, workers);
   std::printf("prepare-data: invalid UTF-8 sequences replaced by U+FFFD: %zu\n", s.replaced);
-  std::printf("prepare-data: tokenizer %s, vocab %d, end-of-document id %d %s; dtype %s\n", o.tokenizer.kind.c_str(),
+  std::printf("prepare-data: tokenizer %s, vocab %d, end-of-document id %d %s; dtype %s\n", o.tokenizer.kind == TokenizerKind::Byte ? "byte" : "gpt2",
               tokenizer.vocab_size(), tokenizer.eod_id(), o.append_eod ? "appended" : "not appended",
               token_type_name(type));
 }

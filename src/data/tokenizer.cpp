@@ -633,12 +633,11 @@ std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteT
 
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerFiles& f) {
   const bool gpt2_files = !f.vocab_file.empty() || !f.merges_file.empty();
-  if (f.kind == "byte") {
+  if (f.kind == TokenizerKind::Byte) {
     if (gpt2_files || !f.tokenizer_json.empty())
       throw DataError("--vocab-file, --merges-file and --tokenizer-json are for --tokenizer gpt2, not byte");
     return std::make_unique<ByteTokenizer>();
   }
-  if (f.kind != "gpt2") throw DataError("--tokenizer " + f.kind + ": use byte or gpt2");
   if (!f.tokenizer_json.empty()) {
     if (gpt2_files) throw DataError("give either --tokenizer-json or --vocab-file with --merges-file, not both");
     return std::make_unique<Gpt2Tokenizer>(read_hf_tokenizer(f.tokenizer_json));

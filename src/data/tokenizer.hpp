@@ -56,8 +56,10 @@ class Tokenizer {
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
 
 // Where a tokenizer comes from, as `prepare-data` and `generate` take it on the command line.
+enum class TokenizerKind { Byte, Gpt2 };  // --tokenizer byte | gpt2
+
 struct TokenizerFiles {
-  std::string kind = "byte";            // "byte" or "gpt2"
+  TokenizerKind kind = TokenizerKind::Byte;
   std::string vocab_file, merges_file;  // gpt2: encoder.json and vocab.bpe, or
   std::string tokenizer_json;           // gpt2: a Hugging Face tokenizer.json of that BPE
 };

@@ -35,7 +35,7 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
     : comm_(comm),
       zero1_(opts.zero1),
       bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1 && opts.main_grad_dtype == at::kFloat) {
-  const int dp = comm.dp().size();
+  const int dp_size = comm.dp().size();
   const auto max_numel = static_cast<int64_t>(opts.bucket_mb * 1024 * 1024 / sizeof(float));
   int chunks = 0;
   for (auto& group : plan_buckets(params, max_numel)) {
@@ -47,7 +47,7 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
       b.segments.push_back({p, numel, p->tensor.numel()});
       numel += p->tensor.numel();
     }
-    const int64_t padded = (numel + dp - 1) / dp * dp;  // equal shards for ZeRO-1
+    const int64_t padded = (numel + dp_size - 1) / dp_size * dp_size;  // equal shards for ZeRO-1
     // On the rank's device: the parameters move there as they move into the bucket.
     const auto on_device = at::TensorOptions().device(comm.device());
     b.params = at::zeros({padded}, on_device.dtype(group.front()->tensor.scalar_type()));
@@ -61,7 +61,7 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
       // Same dtype: autograd accumulates straight into the bucket.
       if (t.scalar_type() == opts.main_grad_dtype) t.mutable_grad() = s.param->main_grad;
     }
-    b.shard_numel = zero1_ ? padded / dp : padded;
+    b.shard_numel = zero1_ ? padded / dp_size : padded;
     b.shard_begin = zero1_ ? comm.dp().index() * b.shard_numel : 0;
     // Masters from the model's values (in a bf16 model, the bf16-rounded initial values, as
     // Megatron-LM makes them); a checkpoint then overwrites them with its fp32 masters.

@@ -3,6 +3,7 @@
 #include "distributed/job_env.hpp"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -219,23 +220,17 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-int launch_local(const LaunchOptions& given) {
-  LaunchOptions opts = given;
-  if (opts.nproc < 1) throw JobEnvError("--nproc " + std::to_string(opts.nproc) + ": must be 1 or more");
-  check_capacity(opts.nproc, opts.worker_bytes);
-  const StoreDir store;
-  struct sigaction sa {};
-  sa.sa_handler = remember_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+namespace {
 
-  // A signal during start-up stops it; a failed start ends the workers already started.
+// Starts the workers; a signal during start-up stops it, and a failed start ends the workers
+// already started.
+std::vector<Worker> start_workers(const LaunchOptions& opts, const std::string& store_file) {
   std::vector<Worker> ws;
   ws.reserve(opts.nproc);
   try {
     for (int r = 0; r < opts.nproc && g_forward_signal == 0; ++r) {
       ws.emplace_back();
-      ws.back().pid = spawn(r, opts, store.file(), &ws.back().out_fd);
+      ws.back().pid = spawn(r, opts, store_file, &ws.back().out_fd);
     }
   } catch (const std::exception& e) {
     ws.pop_back();
@@ -244,89 +239,125 @@ int launch_local(const LaunchOptions& given) {
     throw std::runtime_error("cannot start worker " + std::to_string(ws.size()) + " of " + std::to_string(opts.nproc) +
                              ": " + e.what() + "; the workers already started were ended");
   }
+  return ws;
+}
 
-  const int started = static_cast<int>(ws.size());
-  int result = 0;
-  bool ending = false;
-  auto end_deadline = std::chrono::steady_clock::time_point::max();
-  int running = started;
-  while (running > 0) {
-    if (int sig = g_forward_signal.exchange(0)) {
-      if (!ending) {
-        signal_all(ws, sig);
-        ending = true;
-        // Workers may take a while to save a checkpoint before leaving: give them the
-        // collective timeout's worth, not the failure grace period.
-        end_deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
-      } else {
-        // A second signal: the user will not wait for that checkpoint.
-        std::cout << "[launcher] second signal: killing the workers" << std::endl;
-        signal_all(ws, SIGKILL);
-      }
-    }
-    std::vector<pollfd> pfds;
-    std::vector<int> who;
-    for (int r = 0; r < started; ++r)
-      if (ws[r].out_fd >= 0) {
-        pfds.push_back({ws[r].out_fd, POLLIN, 0});
-        who.push_back(r);
-      }
-    if (!pfds.empty()) poll(pfds.data(), pfds.size(), 100);
-    else usleep(100 * 1000);
-    for (size_t i = 0; i < pfds.size(); ++i) {
-      if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Worker& w = ws[who[i]];
-      char buf[8192];
-      ssize_t n = read(w.out_fd, buf, sizeof(buf));
-      if (n > 0) {
-        w.partial.append(buf, static_cast<size_t>(n));
-        emit_lines(w, who[i], false);
-      } else {
-        close(w.out_fd);
-        w.out_fd = -1;
-        emit_lines(w, who[i], true);
-      }
-    }
-    for (int r = 0; r < started; ++r) {
-      if (!ws[r].running) continue;
-      int status = 0;
-      if (waitpid(ws[r].pid, &status, WNOHANG) != ws[r].pid) continue;
-      ws[r].running = false;
-      ws[r].exit_code = code_of(status);
-      --running;
-      // A worker that fails while the job is ending on a forwarded signal still fails the job.
-      if (ws[r].exit_code != 0 && result == 0) result = ws[r].exit_code;
-      if (ws[r].exit_code != 0) {
-        // One worker failing ends the job: the others get SIGTERM and the grace period, also
-        // when they were already ending on a signal (a failed peer will not checkpoint).
-        if (!ending) {
-          std::cout << "[launcher] rank " << r << " exited with code " << ws[r].exit_code
-                    << "; ending the other workers" << std::endl;
-          signal_all(ws, SIGTERM);
-        }
-        ending = true;
-        end_deadline = std::min(end_deadline, std::chrono::steady_clock::now() +
-                                                  std::chrono::milliseconds(static_cast<int>(opts.grace_seconds * 1000)));
-      }
-    }
-    if (ending && std::chrono::steady_clock::now() > end_deadline) {
-      signal_all(ws, SIGKILL);
-      end_deadline = std::chrono::steady_clock::time_point::max();
-    }
-  }
-  for (int r = 0; r < started; ++r) {
+// Relays what the workers wrote, line by line with their rank, waiting at most 100 ms.
+void relay_output(std::vector<Worker>& ws) {
+  std::vector<pollfd> pfds;
+  std::vector<int> who;
+  for (int r = 0; r < static_cast<int>(ws.size()); ++r)
     if (ws[r].out_fd >= 0) {
-      char buf[8192];
-      ssize_t n;
-      while ((n = read(ws[r].out_fd, buf, sizeof(buf))) > 0) ws[r].partial.append(buf, static_cast<size_t>(n));
-      close(ws[r].out_fd);
-      emit_lines(ws[r], r, true);
+      pfds.push_back({ws[r].out_fd, POLLIN, 0});
+      who.push_back(r);
+    }
+  if (pfds.empty()) {
+    usleep(100 * 1000);
+    return;
+  }
+  poll(pfds.data(), pfds.size(), 100);
+  for (size_t i = 0; i < pfds.size(); ++i) {
+    if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    Worker& w = ws[who[i]];
+    char buf[8192];
+    const ssize_t n = read(w.out_fd, buf, sizeof(buf));
+    if (n > 0) {
+      w.partial.append(buf, static_cast<size_t>(n));
+      emit_lines(w, who[i], false);
+    } else {
+      close(w.out_fd);
+      w.out_fd = -1;
+      emit_lines(w, who[i], true);
     }
   }
+}
+
+// The rest of what exited workers wrote.
+void drain_output(std::vector<Worker>& ws) {
+  for (int r = 0; r < static_cast<int>(ws.size()); ++r) {
+    if (ws[r].out_fd < 0) continue;
+    char buf[8192];
+    ssize_t n;
+    while ((n = read(ws[r].out_fd, buf, sizeof(buf))) > 0) ws[r].partial.append(buf, static_cast<size_t>(n));
+    close(ws[r].out_fd);
+    emit_lines(ws[r], r, true);
+  }
+}
+
+// How the job ends: the first failing worker's code, and when the stragglers get SIGKILL.
+struct Ending {
+  bool started = false;
+  int result = 0;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+// A signal to the launcher goes to every worker; a second one kills them.
+void forward_signal(std::vector<Worker>& ws, Ending& end) {
+  const int sig = g_forward_signal.exchange(0);
+  if (sig == 0) return;
+  if (end.started) {  // the user will not wait for that checkpoint
+    spdlog::warn("[launcher] second signal: killing the workers");
+    signal_all(ws, SIGKILL);
+    return;
+  }
+  signal_all(ws, sig);
+  end.started = true;
+  // Workers may take a while to save a checkpoint before leaving: give them the collective
+  // timeout's worth, not the failure grace period.
+  end.deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+}
+
+// Collects the workers that exited; returns how many did. One worker failing ends the job: the
+// others get SIGTERM and the grace period, also when they were already ending on a signal (a
+// failed peer will not checkpoint), and it fails the job.
+int collect_exits(std::vector<Worker>& ws, Ending& end, double grace_seconds) {
+  int exited = 0;
+  for (int r = 0; r < static_cast<int>(ws.size()); ++r) {
+    int status = 0;
+    if (!ws[r].running || waitpid(ws[r].pid, &status, WNOHANG) != ws[r].pid) continue;
+    ws[r].running = false;
+    ws[r].exit_code = code_of(status);
+    ++exited;
+    if (ws[r].exit_code == 0) continue;
+    if (end.result == 0) end.result = ws[r].exit_code;
+    if (!end.started) {
+      spdlog::warn("[launcher] rank {} exited with code {}; ending the other workers", r, ws[r].exit_code);
+      signal_all(ws, SIGTERM);
+    }
+    end.started = true;
+    end.deadline = std::min(end.deadline, std::chrono::steady_clock::now() +
+                                              std::chrono::milliseconds(static_cast<int>(grace_seconds * 1000)));
+  }
+  return exited;
+}
+
+}  // namespace
+
+int launch_local(const LaunchOptions& opts) {
+  if (opts.nproc < 1) throw JobEnvError("--nproc " + std::to_string(opts.nproc) + ": must be 1 or more");
+  check_capacity(opts.nproc, opts.worker_bytes);
+  const StoreDir store;
+  struct sigaction sa {};
+  sa.sa_handler = remember_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<Worker> ws = start_workers(opts, store.file());
+  Ending end;
+  for (int running = static_cast<int>(ws.size()); running > 0;) {
+    forward_signal(ws, end);
+    relay_output(ws);
+    running -= collect_exits(ws, end, opts.grace_seconds);
+    if (end.started && std::chrono::steady_clock::now() > end.deadline) {
+      signal_all(ws, SIGKILL);
+      end.deadline = std::chrono::steady_clock::time_point::max();
+    }
+  }
+  drain_output(ws);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  if (started < opts.nproc && result == 0) result = 128 + SIGTERM;  // stopped while starting
-  return result;
+  if (static_cast<int>(ws.size()) < opts.nproc && end.result == 0) end.result = 128 + SIGTERM;  // stopped while starting
+  return end.result;
 }
 
 }  // namespace trainer::distributed

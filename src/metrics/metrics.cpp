@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "model/flops.hpp"
-#include "pipeline_parallel/schedule.hpp"
 #include "runtime/device.hpp"
 
 namespace trainer::metrics {
@@ -62,7 +61,7 @@ std::string joined(const std::vector<double>& values, double scale, const char* 
 }  // namespace
 
 void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes,
-                         int microbatches, double predicted_bytes) {
+                         int microbatches, double bubble, double predicted_bytes) {
   std::int64_t local = 0;
   for (const auto& p : params) local += p.tensor.numel();
   const auto counts = from_every_rank(comm_, static_cast<double>(local));
@@ -70,10 +69,8 @@ void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t o
   const auto predicted = from_every_rank(comm_, predicted_bytes / 1e6);
   if (comm_.rank() != 0) return;
   const auto& p = cfg_.parallel;
-  const int v = virtual_stages_in_effect(p);
   spdlog::info("layout dp={} pp={} tp={} ({} processes), schedule {} (theoretical bubble {:.1f}%)",
-               p.dp, p.pp, p.tp, comm_.grid().world(), name_of(p.schedule),
-               100 * pipeline_parallel::theoretical_bubble(p.pp, microbatches, v));
+               p.dp, p.pp, p.tp, comm_.grid().world(), name_of(p.schedule), 100 * bubble);
   if (comm_.grid().world() <= 16) {
     std::ostringstream map;
     for (int r = 0; r < comm_.grid().world(); ++r) {

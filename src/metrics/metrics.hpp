@@ -57,9 +57,10 @@ class StepLogger {
   // `prints` is true on the one rank that owns the loss and reports it.
   StepLogger(const Config& cfg, distributed::Comm& comm, bool prints);
   // Rank 0 prints the layout, parameters and the planner's predicted memory of every rank
-  // (`predicted_bytes`: this rank's, src/plan/).
+  // (`predicted_bytes`: this rank's, src/plan/); `bubble` is the schedule's theoretical bubble
+  // fraction (pipeline_parallel::theoretical_bubble).
   void startup(const std::vector<model::Param>& params, std::int64_t optimizer_bytes, int microbatches,
-               double predicted_bytes);
+               double bubble, double predicted_bytes);
   // Rank 0 prints every rank's measured peak memory so far; `when` says at which point.
   void peak_memory(const std::string& when);
   void step(const StepRecord& r);

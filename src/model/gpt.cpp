@@ -167,7 +167,8 @@ at::Tensor Chunk::forward(const at::Tensor& input, bool training) const {
 
 at::Tensor Chunk::logits(const at::Tensor& hidden) const {
   at::Tensor h = norm(final_norm_, hidden);
-  h = tp_.sequence_parallel ? tensor_parallel::gather_from_sp(h, *tp_.group) : tensor_parallel::copy_to_tp(h, *tp_.group);
+  h = tp_.sequence_parallel ? tensor_parallel::all_gather_fwd_reduce_scatter_bwd(h, *tp_.group)
+                           : tensor_parallel::identity_fwd_all_reduce_bwd(h, *tp_.group);
   return ops::linear(h, head_weight_, at::Tensor());
 }
 

@@ -3,17 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-namespace trainer::model {
+#include "runtime/seed.hpp"
 
-std::uint64_t seed_for(std::int64_t run_seed, const std::string& name) {
-  // FNV-1a over the name, mixed with the run seed: stable across builds and platforms.
-  std::uint64_t h = 1469598103934665603ull ^ static_cast<std::uint64_t>(run_seed);
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+namespace trainer::model {
 
 at::Tensor init_shard(const ParamInfo& info, const InitSpec& init, std::int64_t seed, int tp_rank,
                       int tp_size) {
@@ -26,7 +18,7 @@ at::Tensor init_shard(const ParamInfo& info, const InitSpec& init, std::int64_t 
       // Only the real rows are drawn, so the padding (which depends on tp) cannot shift them.
       std::vector<int64_t> drawn_shape = info.full_shape;
       if (info.real_rows >= 0) drawn_shape[0] = info.real_rows;
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(seed_for(seed, info.name));
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(runtime::seed_for(seed, info.name));
       at::Tensor drawn = at::normal(0.0, init.std, drawn_shape, gen, opts);
       full = at::zeros(info.full_shape, opts);
       full.narrow(0, 0, drawn_shape[0]).copy_(drawn);

@@ -42,6 +42,10 @@ struct Param {
   ParamInfo info;
 };
 
+// The gradient the optimizer will read: the DP bucket's main gradient when the parameter has
+// one, else autograd's (a model without data parallelism, in tests).
+inline at::Tensor grad_of(const Param& p) { return p.main_grad.defined() ? p.main_grad : p.tensor.grad(); }
+
 struct InitSpec {
   Init kind = Init::Normal;
   double std = 0.02;
@@ -52,7 +56,5 @@ struct InitSpec {
 // same for each block of info.tp_replicas ranks).
 at::Tensor init_shard(const ParamInfo& info, const InitSpec& init, std::int64_t seed, int tp_rank,
                       int tp_size);
-
-std::uint64_t seed_for(std::int64_t run_seed, const std::string& name);
 
 }  // namespace trainer::model

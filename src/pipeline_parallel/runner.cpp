@@ -4,9 +4,6 @@
 
 #include <torch/torch.h>
 
-#include <chrono>
-#include <cstdlib>
-#include <string>
 #include <map>
 
 #include "pipeline_parallel/schedule.hpp"
@@ -74,16 +71,31 @@ bool is_receive(Op op) { return op == Op::RecvForward || op == Op::RecvBackward;
 
 }  // namespace
 
-Runner::Runner(const Config& cfg, model::GPT& model, distributed::Comm& comm)
-    : cfg_(cfg), model_(model), comm_(comm) {
-  stage_ = comm.coord().pp;
-  stages_ = comm.grid().pp();
-  chunks_ = static_cast<int>(model.chunks().size());
-  // TRAINER_ORDER_PAIRED_TRANSFERS=1 runs NCCL's batches over Gloo too: the tests use it to run
-  // that code path on CPUs (Gloo still matches by tag, so only the results can be checked).
-  const char* forced = std::getenv("TRAINER_ORDER_PAIRED_TRANSFERS");
-  order_paired_ = stages_ > 1 && (distributed::matches_by_order(comm.pp()) || (forced && std::string(forced) == "1"));
+namespace {
+
+// parallel.pipeline_transfers: auto is order-paired where the PP group pairs messages by their
+// order (NCCL); order-paired on Gloo runs NCCL's batching on CPUs (the tests use it: Gloo still
+// matches by tag, so only the results can be checked).
+Transfers choose_transfers(PipelineTransfers setting, int stages, distributed::Group& pp) {
+  if (stages == 1) return Transfers::Local;
+  switch (setting) {
+    case PipelineTransfers::OrderPaired: return Transfers::OrderPaired;
+    case PipelineTransfers::OneByOne: return Transfers::OneByOne;
+    case PipelineTransfers::Auto: break;
+  }
+  return distributed::matches_by_order(pp) ? Transfers::OrderPaired : Transfers::OneByOne;
 }
+
+}  // namespace
+
+Runner::Runner(const Config& cfg, model::GPT& model, distributed::Comm& comm)
+    : cfg_(cfg),
+      model_(model),
+      comm_(comm),
+      stage_(comm.coord().pp),
+      stages_(comm.grid().pp()),
+      chunks_(static_cast<int>(model.chunks().size())),
+      transfers_(choose_transfers(cfg.parallel.pipeline_transfers, stages_, comm.pp())) {}
 
 bool Runner::holds_loss() const { return model_.chunks().back().last(); }
 
@@ -112,7 +124,7 @@ std::vector<Action> Runner::actions_of(int stage, bool training, int microbatche
 const std::vector<Batch>& Runner::transfer_batches(bool training, int microbatches) const {
   auto [it, fresh] = batches_.try_emplace({training, microbatches});
   if (!fresh) return it->second;
-  if (order_paired_) {
+  if (transfers_ == Transfers::OrderPaired) {
     std::vector<std::vector<Action>> lists;
     for (int s = 0; s < stages_; ++s) lists.push_back(actions_of(s, training, microbatches));
     it->second = order_paired_batches(lists)[stage_];
@@ -159,26 +171,36 @@ void Runner::start_transfers(const std::vector<Action>& actions, const Batch& ba
   }
 }
 
-StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double loss_scale,
+StepStats Runner::train_step(const std::vector<data::MicroBatch>& mbs, double loss_scale,
                              const std::function<void(int)>& before_last_backward) {
+  return run(mbs, loss_scale, /*training=*/true, before_last_backward);
+}
+
+double Runner::eval_step(const std::vector<data::MicroBatch>& mbs, double loss_scale) {
+  torch::NoGradGuard no_grad;
+  return run(mbs, loss_scale, /*training=*/false, [](int) {}).loss;
+}
+
+StepStats Runner::run(const std::vector<data::MicroBatch>& mbs, double loss_scale, bool training,
+                      const std::function<void(int)>& before_last_backward) {
   const int m = static_cast<int>(mbs.size());
-  const auto actions = actions_of(stage_, /*training=*/true, m);
+  const auto actions = actions_of(stage_, training, m);
   std::vector<int> last_backward(chunks_, -1);
   for (size_t i = 0; i < actions.size(); ++i)
     if (actions[i].op == Op::Backward) last_backward[actions[i].chunk] = static_cast<int>(i);
 
   std::map<std::pair<int, int>, InFlight> live;
-  Mailbox mailbox(comm_.pp(), stages_ == 1);
+  Mailbox mailbox(comm_.pp(), transfers_ == Transfers::Local);
   StepStats stats;
   at::Tensor loss_total = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
 
   // Transfers start in batches (transfer_batches), each when the list reaches its first action.
-  // Unbatched, a receive is posted one compute action ahead of where the list puts it, so that
+  // One by one, a receive is posted one compute action ahead of where the list puts it, so that
   // the transfer (which Gloo starts only once the receiver is ready) overlaps that computation
   // instead of being waited for; the list itself (what the tests simulate) is unchanged. (Not
   // with every chunk on this rank: there a message exists only once its send has run; nor in
   // order-paired batches, which all stages must start in the same order.)
-  const auto& batches = transfer_batches(/*training=*/true, m);
+  const auto& batches = transfer_batches(training, m);
   std::vector<size_t> batch_of(actions.size(), 0);
   for (size_t k = 0; k < batches.size(); ++k)
     for (size_t i : batches[k]) batch_of[i] = k;
@@ -188,7 +210,6 @@ StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double l
     start_transfers(actions, batches[batch_of[i]], m, live, mailbox);
     started[batch_of[i]] = true;
   };
-  const bool receive_early = stages_ > 1 && !order_paired_;
   auto post_receives_before_next_compute = [&](size_t i) {
     for (size_t j = i + 1; j < actions.size() && is_transfer(actions[j].op); ++j)
       if (is_receive(actions[j].op)) start_batch_of(j);
@@ -200,40 +221,12 @@ StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double l
       start_batch_of(i);
       continue;
     }
-    if (receive_early) post_receives_before_next_compute(i);
-    const auto key = std::make_pair(a.microbatch, a.chunk);
-    model::Chunk& chunk = model_.chunks()[a.chunk];
-    InFlight& f = live[key];
+    if (transfers_ == Transfers::OneByOne) post_receives_before_next_compute(i);
     if (a.op == Op::Forward) {
-      if (chunk.first()) {
-        f.input = mbs[a.microbatch].tokens;
-      } else {
-        const auto t0 = Clock::now();
-        f.recv.wait();
-        stats.wait_seconds += seconds_since(t0);
-        f.input.requires_grad_(true);
-      }
-      const auto t0 = Clock::now();
-      f.output = chunk.forward(f.input);
-      if (chunk.last()) {
-        f.output = chunk.loss_sum(f.output, mbs[a.microbatch].targets) * loss_scale;
-        loss_total += f.output.detach().to(at::kDouble);
-      }
-      stats.compute_seconds += seconds_since(t0);
-      stats.max_in_flight = std::max(stats.max_in_flight, activations_held(live));
+      forward(a, mbs[a.microbatch], loss_scale, training, live, stats, loss_total);
     } else {
       if (static_cast<int>(i) == last_backward[a.chunk]) before_last_backward(a.chunk);
-      if (!chunk.last()) {
-        const auto t0 = Clock::now();
-        f.recv.wait();
-        stats.wait_seconds += seconds_since(t0);
-      }
-      const auto t0 = Clock::now();
-      if (chunk.last()) torch::autograd::backward({f.output});
-      else torch::autograd::backward({f.output}, {f.grad_in});
-      if (!chunk.first()) f.input_grad = f.input.grad();
-      stats.compute_seconds += seconds_since(t0);
-      if (chunk.first()) live.erase(key);  // nothing to send: free the activations now
+      backward(a, live, stats);
     }
   }
   mailbox.wait_sends();
@@ -241,36 +234,45 @@ StepStats Runner::train_step(const std::vector<model::MicroBatch>& mbs, double l
   return stats;
 }
 
-double Runner::eval_step(const std::vector<model::MicroBatch>& mbs, double loss_scale) {
-  torch::NoGradGuard no_grad;
-  const int m = static_cast<int>(mbs.size());
-  const auto actions = actions_of(stage_, /*training=*/false, m);
-  const auto& batches = transfer_batches(/*training=*/false, m);
-  size_t next_batch = 0;  // batches start in order, each at its first action
-  std::map<std::pair<int, int>, InFlight> live;
-  Mailbox mailbox(comm_.pp(), stages_ == 1);
-  at::Tensor loss = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(comm_.device()));
-  for (size_t i = 0; i < actions.size(); ++i) {
-    const Action& a = actions[i];
-    if (is_transfer(a.op)) {
-      if (next_batch < batches.size() && batches[next_batch].front() == i)
-        start_transfers(actions, batches[next_batch++], m, live, mailbox);
-      continue;
-    }
-    InFlight& f = live[{a.microbatch, a.chunk}];
-    model::Chunk& chunk = model_.chunks()[a.chunk];
-    if (chunk.first()) f.input = mbs[a.microbatch].tokens;
-    else f.recv.wait();
-    f.output = chunk.forward(f.input, /*training=*/false);
-    if (chunk.last()) {
-      loss += chunk.loss_sum(f.output, mbs[a.microbatch].targets).to(at::kDouble) * loss_scale;
-      live.erase({a.microbatch, a.chunk});
-    } else {
-      f.output = f.output.contiguous();
-    }
+void Runner::forward(const Action& a, const data::MicroBatch& mb, double loss_scale, bool training,
+                     std::map<std::pair<int, int>, InFlight>& live, StepStats& stats, at::Tensor& loss_total) {
+  model::Chunk& chunk = model_.chunks()[a.chunk];
+  InFlight& f = live[{a.microbatch, a.chunk}];
+  if (chunk.first()) {
+    f.input = mb.tokens;
+  } else {
+    const auto t0 = Clock::now();
+    f.recv.wait();
+    stats.wait_seconds += seconds_since(t0);
+    if (training) f.input.requires_grad_(true);
   }
-  mailbox.wait_sends();
-  return loss.item<double>();
+  f.output = chunk.forward(f.input, training);
+  if (!chunk.last()) {
+    f.output = f.output.contiguous();  // it is sent as it is
+  } else if (training) {
+    // The scaled loss is what backward starts from.
+    f.output = chunk.loss_sum(f.output, mb.targets) * loss_scale;
+    loss_total += f.output.detach().to(at::kDouble);
+  } else {
+    loss_total += chunk.loss_sum(f.output, mb.targets).to(at::kDouble) * loss_scale;
+    live.erase({a.microbatch, a.chunk});
+  }
+  stats.max_in_flight = std::max(stats.max_in_flight, activations_held(live));
+}
+
+void Runner::backward(const Action& a, std::map<std::pair<int, int>, InFlight>& live, StepStats& stats) {
+  model::Chunk& chunk = model_.chunks()[a.chunk];
+  InFlight& f = live[{a.microbatch, a.chunk}];
+  if (chunk.last()) {
+    torch::autograd::backward({f.output});
+  } else {
+    const auto t0 = Clock::now();
+    f.recv.wait();
+    stats.wait_seconds += seconds_since(t0);
+    torch::autograd::backward({f.output}, {f.grad_in});
+  }
+  if (chunk.first()) live.erase({a.microbatch, a.chunk});  // nothing to send: free the activations now
+  else f.input_grad = f.input.grad();
 }
 
 }  // namespace trainer::pipeline_parallel

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "data/microbatch.hpp"
 #include "distributed/comm.hpp"
 #include "model/gpt.hpp"
-#include "model/microbatch.hpp"
 #include "pipeline_parallel/schedule.hpp"
 
 namespace trainer::pipeline_parallel {
@@ -24,9 +24,15 @@ class Mailbox;
 
 struct StepStats {
   double loss = 0;            // sum of this rank's scaled microbatch losses (last stage only)
-  double compute_seconds = 0; // forward and backward actions, TP collectives included
   double wait_seconds = 0;    // blocked on a receive: the pipeline bubble as this stage sees it
   int max_in_flight = 0;      // most microbatches whose activations were held at once
+};
+
+// How a stage starts its point-to-point transfers, chosen once per run.
+enum class Transfers {
+  Local,        // every chunk on this rank (pp = 1 with virtual stages): handed over in memory
+  OneByOne,     // each transfer alone, a receive posted one compute action ahead (Gloo)
+  OrderPaired,  // in batches every stage agrees on (NCCL pairs messages by their order)
 };
 
 class Runner {
@@ -37,16 +43,22 @@ class Runner {
   // multiplied by `loss_scale` (1 / tokens in the global batch), so gradients accumulate to
   // the gradient of the mean loss. `before_last_backward(chunk)` runs just before the last
   // backward of each local chunk (where data-parallel reduction may start).
-  StepStats train_step(const std::vector<model::MicroBatch>& microbatches, double loss_scale,
+  StepStats train_step(const std::vector<data::MicroBatch>& microbatches, double loss_scale,
                        const std::function<void(int chunk)>& before_last_backward);
 
   // Forward only, no gradients, no dropout (evaluation); returns the summed scaled loss on the
   // last stage.
-  double eval_step(const std::vector<model::MicroBatch>& microbatches, double loss_scale);
+  double eval_step(const std::vector<data::MicroBatch>& microbatches, double loss_scale);
 
   bool holds_loss() const;  // this rank owns the last model chunk
 
  private:
+  // The one walk of this stage's action list, for training (with backward) or evaluation.
+  StepStats run(const std::vector<data::MicroBatch>& microbatches, double loss_scale, bool training,
+                const std::function<void(int chunk)>& before_last_backward);
+  void forward(const Action& a, const data::MicroBatch& mb, double loss_scale, bool training,
+               std::map<std::pair<int, int>, InFlight>& live, StepStats& stats, at::Tensor& loss_total);
+  void backward(const Action& a, std::map<std::pair<int, int>, InFlight>& live, StepStats& stats);
   at::Tensor activation_buffer() const;
   int tag(const Message& msg, int microbatches) const;
   // A stage's actions for one step: the schedule (training) or its forward actions alone.
@@ -59,7 +71,7 @@ class Runner {
   model::GPT& model_;
   distributed::Comm& comm_;
   int stage_, stages_, chunks_;
-  bool order_paired_;  // transfers start in order_paired_batches (NCCL), else each alone
+  Transfers transfers_;
   mutable std::map<std::pair<bool, int>, std::vector<Batch>> batches_;  // by (training, microbatches)
 };
 

@@ -9,37 +9,6 @@
 
 namespace trainer::plan {
 
-Layout layout_of(const Config& cfg) {
-  const auto& p = cfg.parallel;
-  return {p.dp, p.pp, p.tp, virtual_stages_in_effect(p), p.micro_batch_size, p.schedule, p.recompute,
-          cfg.optim.zero_stage, p.sequence_parallel && p.tp > 1};
-}
-
-Config with_layout(Config cfg, const Layout& l) {
-  auto& p = cfg.parallel;
-  // Explicit layers per stage belong to the config's own number of chunks.
-  if (l.pp * l.virtual_stages != p.pp * virtual_stages_in_effect(p)) p.stage_layers.clear();
-  p.dp = l.dp;
-  p.pp = l.pp;
-  p.tp = l.tp;
-  p.virtual_stages = l.virtual_stages;
-  p.micro_batch_size = l.micro_batch_size;
-  p.schedule = l.schedule;
-  p.recompute = l.recompute;
-  p.sequence_parallel = l.sequence_parallel;
-  cfg.optim.zero_stage = l.zero_stage;
-  return cfg;
-}
-
-std::string describe(const Layout& l) {
-  std::string s = "dp" + std::to_string(l.dp) + " pp" + std::to_string(l.pp) + " tp" + std::to_string(l.tp) + " v" +
-                  std::to_string(l.virtual_stages) + " mb" + std::to_string(l.micro_batch_size) + " " +
-                  name_of(l.schedule) + " " + name_of(l.recompute);
-  if (l.zero_stage) s += " zero" + std::to_string(l.zero_stage);
-  if (l.sequence_parallel) s += " sp";
-  return s;
-}
-
 std::vector<std::pair<const char*, double>> Memory::terms() const {
   return {{"weights", weights}, {"gradients", gradients}, {"optimizer", optimizer}, {"activations", activations},
           {"logits", logits},   {"buffers", buffers},     {"runtime", runtime}};
@@ -232,7 +201,7 @@ Memory megatron_memory(const Config& cfg, const Layout& l, int microbatches) {
   Memory mem;
   mem.weights = 2 * params;
   mem.gradients = 4 * params;
-  mem.optimizer = 12 * params / (l.zero_stage >= 1 ? l.dp : 1);
+  mem.optimizer = 12 * params / (l.zero_stage != ZeroStage::None ? l.dp : 1);
   const double sbh = s * b * h;
   double act;
   const bool sp_selective = l.sequence_parallel && l.recompute == Recompute::Selective;
@@ -290,7 +259,7 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
   const double shard = l.sequence_parallel ? l.tp : 1;
   const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
-  const double zero = l.zero_stage >= 1 ? l.dp : 1;
+  const double zero = l.zero_stage != ZeroStage::None ? l.dp : 1;
   Memory mem;
   mem.stage = st.index;
   mem.weights = pb.weights * st.params;
@@ -456,7 +425,7 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   for (const Stage& st : stages) max_params = std::max(max_params, st.params);
   const double grad_bytes =
       megatron || cfg.optim.grad_reduce_dtype == DType::Bf16 || cfg.optim.main_grad_dtype == DType::Bf16 ? 2 : 4;
-  const bool sharded = l.zero_stage >= 1;
+  const bool sharded = l.zero_stage != ZeroStage::None;
   const double reduce = ring_seconds(max_params * grad_bytes, l.dp, dp_link.gbs, dp_link.latency_us, megatron && sharded ? 1 : 2);
   const double gather = sharded ? ring_seconds(max_params * (megatron ? 2 : 4), l.dp, dp_link.gbs, dp_link.latency_us, 1) : 0;
   if (megatron) {
@@ -569,9 +538,9 @@ std::vector<Prediction> search(const Config& base, int gpus, const Hardware& hw,
       for (int mb : divisors(cfg.train.global_batch_size / dp, 64))
         for (int v : chunk_counts)
           for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-            for (int zero : {0, 1})
+            for (ZeroStage zero : {ZeroStage::None, ZeroStage::Optimizer})
               for (bool sp : {false, true}) {
-                if ((zero == 1 && dp == 1) || (sp && tp == 1)) continue;
+                if ((zero != ZeroStage::None && dp == 1) || (sp && tp == 1)) continue;
                 Layout l{dp, pp, tp, v, mb, v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB, r, zero, sp};
                 if (accepted(cfg, l, gpus)) out.push_back(predict(cfg, l, hw, with_time));
               }

@@ -13,23 +13,10 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/layout.hpp"
 #include "plan/hardware.hpp"
 
 namespace trainer::plan {
-
-// One point of the search: the parallel settings of a run.
-struct Layout {
-  int dp = 1, pp = 1, tp = 1;
-  int virtual_stages = 1;
-  int micro_batch_size = 1;
-  Schedule schedule = Schedule::OneFOneB;
-  Recompute recompute = Recompute::None;
-  int zero_stage = 0;
-  bool sequence_parallel = false;
-};
-Layout layout_of(const Config& cfg);
-Config with_layout(Config cfg, const Layout& layout);
-std::string describe(const Layout& layout);  // "dp2 pp4 tp2 v1 mb2 1f1b full zero1 sp"
 
 // Bytes on the most loaded rank, by term.
 struct Memory {

@@ -11,24 +11,6 @@
 namespace trainer::plan {
 namespace {
 
-// The --set overrides that turn layout `from` into `to`.
-std::vector<std::string> changes(const Layout& from, const Layout& to) {
-  std::vector<std::string> out;
-  auto add = [&](bool differs, const std::string& key, const std::string& value) {
-    if (differs) out.push_back("--set " + key + "=" + value);
-  };
-  add(from.dp != to.dp, "parallel.dp", std::to_string(to.dp));
-  add(from.pp != to.pp, "parallel.pp", std::to_string(to.pp));
-  add(from.tp != to.tp, "parallel.tp", std::to_string(to.tp));
-  add(from.micro_batch_size != to.micro_batch_size, "parallel.micro_batch_size", std::to_string(to.micro_batch_size));
-  add(from.schedule != to.schedule, "parallel.schedule", name_of(to.schedule));
-  add(from.virtual_stages != to.virtual_stages, "parallel.virtual_stages", std::to_string(to.virtual_stages));
-  add(from.recompute != to.recompute, "parallel.recompute", name_of(to.recompute));
-  add(from.zero_stage != to.zero_stage, "optim.zero_stage", std::to_string(to.zero_stage));
-  add(from.sequence_parallel != to.sequence_parallel, "parallel.sequence_parallel", to.sequence_parallel ? "true" : "false");
-  return out;
-}
-
 // The pre-flight always judges the trainer's own memory, whatever plan.assumptions says.
 Config trainer_assumptions(Config cfg) {
   cfg.plan.assumptions = PlanAssumptions::Trainer;
@@ -42,12 +24,13 @@ std::string fitting_alternative(const Config& cfg, const Layout& layout, const H
   std::vector<Prediction> fitting;
   for (auto& q : search(cfg, world, hw, false))
     if (q.fits) fitting.push_back(q);
-  auto cost = [&](const Prediction& q) { return std::make_pair(changes(layout, q.layout).size(), -q.memory.total()); };
+  auto changes = [&](const Layout& to) { return overrides_between(with_layout(cfg, layout), with_layout(cfg, to)); };
+  auto cost = [&](const Prediction& q) { return std::make_pair(changes(q.layout).size(), -q.memory.total()); };
   const auto best = std::min_element(fitting.begin(), fitting.end(), [&](auto& a, auto& b) { return cost(a) < cost(b); });
   if (best == fitting.end())
     return "no layout of " + std::to_string(world) + " processes fits: use more processes, more memory, or a smaller model";
   std::string sets;
-  for (const auto& c : changes(layout, best->layout)) sets += (sets.empty() ? "" : " ") + c;
+  for (const auto& c : changes(best->layout)) sets += std::string(sets.empty() ? "" : " ") + "--set " + c;
   return fmt::format("a layout that fits: {} (predicted {:.2f} GB)", sets, best->memory.total() / 1e9);
 }
 

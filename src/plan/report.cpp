@@ -45,7 +45,7 @@ std::string json_of(const Prediction& p) {
       "{{\"dp\": {}, \"pp\": {}, \"tp\": {}, \"virtual_stages\": {}, \"micro_batch_size\": {}, \"schedule\": \"{}\", "
       "\"recompute\": \"{}\", \"zero_stage\": {}, \"sequence_parallel\": {}, \"memory_gb\": {}, \"fits\": {}, "
       "\"time_s\": {}, \"tokens_per_s\": {}, \"model_tflops\": {}, \"hardware_tflops\": {}, \"mfu\": {}}}",
-      l.dp, l.pp, l.tp, l.virtual_stages, l.micro_batch_size, name_of(l.schedule), name_of(l.recompute), l.zero_stage,
+      l.dp, l.pp, l.tp, l.virtual_stages, l.micro_batch_size, name_of(l.schedule), name_of(l.recompute), static_cast<int>(l.zero_stage),
       l.sequence_parallel ? "true" : "false",
       json_members(m.terms(), 1e9,
                    fmt::format("\"total\": {}, \"available\": {}, \"stage\": {}", json_number(gb(m.total())),

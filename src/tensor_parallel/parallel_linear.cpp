@@ -147,16 +147,16 @@ struct VocabParallelCE : Function<VocabParallelCE> {
 
 }  // namespace
 
-at::Tensor copy_to_tp(const at::Tensor& x, distributed::Group& g) {
+at::Tensor identity_fwd_all_reduce_bwd(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : CopyToTP::apply(x, &g);
 }
-at::Tensor reduce_from_tp(const at::Tensor& x, distributed::Group& g) {
+at::Tensor all_reduce_fwd_identity_bwd(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : ReduceFromTP::apply(x, &g);
 }
-at::Tensor gather_from_sp(const at::Tensor& x, distributed::Group& g) {
+at::Tensor all_gather_fwd_reduce_scatter_bwd(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : GatherFromSP::apply(x, &g);
 }
-at::Tensor scatter_to_sp(const at::Tensor& x, distributed::Group& g) {
+at::Tensor reduce_scatter_fwd_all_gather_bwd(const at::Tensor& x, distributed::Group& g) {
   return g.size() == 1 ? x : ScatterToSP::apply(x, &g);
 }
 at::Tensor gather_last_dim(const at::Tensor& x, distributed::Group& g) {
@@ -177,7 +177,7 @@ void sum_replica_grads(const std::vector<at::Tensor>& grads, distributed::Group&
 }
 
 at::Tensor column_input(const at::Tensor& x, const TPContext& tp) {
-  return tp.sequence_parallel ? gather_from_sp(x, *tp.group) : copy_to_tp(x, *tp.group);
+  return tp.sequence_parallel ? all_gather_fwd_reduce_scatter_bwd(x, *tp.group) : identity_fwd_all_reduce_bwd(x, *tp.group);
 }
 
 at::Tensor ColumnParallelLinear::apply(const at::Tensor& input, const TPContext& tp) const {
@@ -187,8 +187,8 @@ at::Tensor ColumnParallelLinear::apply(const at::Tensor& input, const TPContext&
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x, const TPContext& tp) const {
   at::Tensor partial = ops::linear(x, weight, at::Tensor());
-  at::Tensor y = tp.sequence_parallel ? scatter_to_sp(partial, *tp.group)
-                                      : reduce_from_tp(partial, *tp.group);
+  at::Tensor y = tp.sequence_parallel ? reduce_scatter_fwd_all_gather_bwd(partial, *tp.group)
+                                      : all_reduce_fwd_identity_bwd(partial, *tp.group);
   return bias.defined() ? y + bias : y;  // added once, after the reduction
 }
 
@@ -199,7 +199,7 @@ at::Tensor VocabParallelEmbedding::forward(const at::Tensor& tokens, const TPCon
   at::Tensor outside = local.lt(0).logical_or(local.ge(rows));
   at::Tensor picked = at::embedding(weight, local.masked_fill(outside, 0));
   picked = picked.masked_fill(outside.unsqueeze(-1), 0.0);
-  return tp.sequence_parallel ? scatter_to_sp(picked, *tp.group) : reduce_from_tp(picked, *tp.group);
+  return tp.sequence_parallel ? reduce_scatter_fwd_all_gather_bwd(picked, *tp.group) : all_reduce_fwd_identity_bwd(picked, *tp.group);
 }
 
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,

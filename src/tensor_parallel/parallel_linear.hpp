@@ -1,11 +1,12 @@
-// Tensor parallelism, all in one place (Megatron-LM's scheme).
+// Tensor parallelism, all in one place (the scheme of Megatron-LM's tensor_parallel/).
 //
-// Two conjugate autograd functions carry every TP communication:
-//   copy_to_tp      forward: identity        backward: all-reduce over TP
-//   reduce_from_tp  forward: all-reduce      backward: identity
-// and their sequence-parallel forms (split along the sequence dimension 1):
-//   gather_from_sp  forward: all-gather seq  backward: reduce-scatter seq
-//   scatter_to_sp   forward: reduce-scatter  backward: all-gather seq
+// Two conjugate autograd functions carry every TP communication, each named after what it
+// does in forward and in backward:
+//   identity_fwd_all_reduce_bwd        (Megatron's copy_to_tensor_model_parallel_region)
+//   all_reduce_fwd_identity_bwd        (Megatron's reduce_from_tensor_model_parallel_region)
+// and their sequence-parallel forms, along the sequence dimension 1:
+//   all_gather_fwd_reduce_scatter_bwd  (Megatron's gather_from_sequence_parallel_region)
+//   reduce_scatter_fwd_all_gather_bwd  (Megatron's reduce_scatter_to_sequence_parallel_region)
 //
 // ColumnParallelLinear splits W[out, in] by output rows: each rank computes its slice of the
 // outputs from the full input. RowParallelLinear splits W by input columns: each rank computes
@@ -29,10 +30,10 @@ struct TPContext {
   int size() const { return group->size(); }
 };
 
-at::Tensor copy_to_tp(const at::Tensor& x, distributed::Group& g);
-at::Tensor reduce_from_tp(const at::Tensor& x, distributed::Group& g);
-at::Tensor gather_from_sp(const at::Tensor& x, distributed::Group& g);
-at::Tensor scatter_to_sp(const at::Tensor& x, distributed::Group& g);
+at::Tensor identity_fwd_all_reduce_bwd(const at::Tensor& x, distributed::Group& g);
+at::Tensor all_reduce_fwd_identity_bwd(const at::Tensor& x, distributed::Group& g);
+at::Tensor all_gather_fwd_reduce_scatter_bwd(const at::Tensor& x, distributed::Group& g);
+at::Tensor reduce_scatter_fwd_all_gather_bwd(const at::Tensor& x, distributed::Group& g);
 // Gathers a column-parallel output along the last dim (backward keeps our slice).
 at::Tensor gather_last_dim(const at::Tensor& x, distributed::Group& g);
 // Sums partial gradients of replicated parameters over `g`, in place, in one all-reduce: over

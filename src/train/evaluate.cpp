@@ -9,7 +9,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "config/bad_input.hpp"
 #include "data/indexed_dataset.hpp"
-#include "model/microbatch.hpp"
+#include "data/microbatch.hpp"
 #include "pipeline_parallel/runner.hpp"
 #include "train/trainer.hpp"
 
@@ -30,11 +30,11 @@ std::vector<std::int64_t> leading_tokens(const data::IndexedDataset& ds, std::in
 // This DP rank's microbatches of evaluation batch `batch`: window w (of the global batch's
 // G = global_batch_size) is tokens [w (S+1), (w+1)(S+1)); windows at or past `windows` are
 // padding whose targets are ignored (-100).
-std::vector<model::MicroBatch> eval_microbatches(const Config& cfg, const std::vector<std::int64_t>& tokens, int windows,
+std::vector<data::MicroBatch> eval_microbatches(const Config& cfg, const std::vector<std::int64_t>& tokens, int windows,
                                                  int batch, int dp_rank, const c10::Device& device) {
   const int64_t S = cfg.model.seq_len, B = cfg.parallel.micro_batch_size;
   const int per_rank = cfg.train.global_batch_size / cfg.parallel.dp;
-  std::vector<model::MicroBatch> out;
+  std::vector<data::MicroBatch> out;
   for (int mb = 0; mb < per_rank / B; ++mb) {
     at::Tensor x = at::zeros({B, S}, at::kLong), y = at::full({B, S}, -100, at::kLong);
     for (int64_t b = 0; b < B; ++b) {
@@ -72,10 +72,8 @@ int run_evaluation(const Config& cfg, const distributed::JobEnv& job, const Eval
   double total = 0;
   for (int b = 0; b < batches; ++b)
     total += runner.eval_step(eval_microbatches(cfg, tokens, opts.windows, b, comm.coord().dp, comm.device()), loss_scale);
-  at::Tensor loss = at::full({1}, total, at::kDouble);
-  if (runner.holds_loss()) distributed::all_reduce(comm.dp(), loss);
-  if (runner.holds_loss() && comm.coord().dp == 0 && comm.coord().tp == 0) {
-    const double l = loss.item<double>();
+  const double l = global_loss(total, runner, comm);
+  if (reports_loss(runner, comm)) {
     std::cout << "eval: " << opts.windows << " windows x " << S << " tokens: loss " << l << ", perplexity " << std::exp(l)
               << std::endl;
   }

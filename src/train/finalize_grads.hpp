@@ -7,7 +7,9 @@
 //   3. tensor parallel: under sequence parallelism, the gradients of TP-replicated parameters
 //      are summed over TP; key/value heads replicated on several TP ranks (model.kv_heads < tp)
 //      get the sum of their replicas' gradients over the kv group.
-// Each piece belongs to its parallelism's folder; this is where the training loop calls them.
+// Each piece can run on its own (a TP-only test calls finalize_tp_grads); finalize_grads runs
+// all three, and is where the training loop calls them. The pieces act on model::grad_of(p):
+// the DP bucket's main gradient, or autograd's .grad() without data parallelism.
 #pragma once
 
 #include <vector>
@@ -19,5 +21,9 @@
 namespace trainer {
 
 void finalize_grads(data_parallel::DataParallel& dp, std::vector<model::Param>& params, distributed::Comm& comm);
+
+void finalize_dp_grads(data_parallel::DataParallel& dp);
+void finalize_pp_grads(std::vector<model::Param>& params, distributed::Comm& comm);
+void finalize_tp_grads(std::vector<model::Param>& params, distributed::Comm& comm);
 
 }  // namespace trainer

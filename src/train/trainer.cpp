@@ -27,6 +27,7 @@
 #include "pipeline_parallel/schedule.hpp"
 #include "plan/preflight.hpp"
 #include "runtime/device.hpp"
+#include "runtime/seed.hpp"
 
 namespace trainer {
 namespace {
@@ -58,17 +59,6 @@ std::vector<int> my_chunks(const Config& cfg, int stage) {
   std::vector<int> ids;
   for (int c = 0; c < v; ++c) ids.push_back(pipeline_parallel::global_chunk(c, stage, cfg.parallel.pp));
   return ids;
-}
-
-// Mean validation loss over train.eval_iters global batches (known on the last stage).
-double evaluate(const Config& cfg, distributed::Comm& comm, pipeline_parallel::Runner& runner,
-                const data::BatchSource& source, double loss_scale) {
-  double total = 0;
-  for (int i = 0; i < cfg.train.eval_iters; ++i)
-    total += runner.eval_step(data::local_microbatches(source, cfg, i, comm.coord().dp, comm.device()), loss_scale);
-  at::Tensor loss = at::full({1}, total / cfg.train.eval_iters, at::kDouble);
-  if (runner.holds_loss()) distributed::all_reduce(comm.dp(), loss);
-  return loss.item<double>();
 }
 
 // Splits a step's wall time into compute, optimizer, exposed communication and bubble, from
@@ -109,52 +99,190 @@ class StepClock {
   metrics::StepBytes bytes_start_;
 };
 
-// The objects a checkpoint saves and restores.
-struct Checkpointed {
+// Everything a training run is made of, built once by run_training.
+struct Run {
   const Config& cfg;
   distributed::Comm& comm;
   model::GPT& model;
-  optim::AdamW& optimizer;
   data_parallel::DataParallel& dp;
+  optim::AdamW& optimizer;
+  pipeline_parallel::Runner& runner;
+  const data::BatchSource& source;
+  double loss_scale;  // 1 / tokens in the global batch: the summed microbatch losses become the mean
 };
 
-// Continues from checkpoint.dir/latest, at whatever layout this run has, when there is one and
-// `allowed`; leftovers of an interrupted save are removed first.
-checkpoint::TrainState resume(const Checkpointed& c, bool allowed) {
-  checkpoint::TrainState state;
-  if (c.cfg.checkpoint.dir.empty()) return state;
-  if (c.comm.rank() == 0) checkpoint::remove_partial_saves(c.cfg.checkpoint.dir);
-  distributed::barrier(c.comm.world());
-  const auto dir = checkpoint::latest(c.cfg.checkpoint.dir);
-  if (!dir || !allowed) return state;
-  const auto t0 = Clock::now();
-  state = checkpoint::load(*dir, c.cfg, c.model.params(), c.optimizer, c.dp);
-  if (c.comm.rank() == 0) spdlog::info("resumed from {} (step {}) in {:.2f}s", *dir, state.step, seconds_since(t0));
-  return state;
+// The training step, as the algorithm reads: this rank's data, forward and backward through the
+// pipeline schedule, finished gradients, clipping and the optimizer (skipped, with the gradients
+// dropped, when their norm is not finite).
+metrics::StepRecord train_step(const Run& r, int step, const TestHooks& hooks) {
+  StepClock clock(r.comm);
+  const auto batch = data::local_microbatches(r.source, r.cfg, step, r.comm.coord().dp, r.comm.device());
+  r.dp.zero_grad();
+  // DP reduction of each chunk starts during its last backward.
+  const auto stats = r.runner.train_step(batch, r.loss_scale, [&](int chunk) { r.dp.enable_sync(chunk); });
+  finalize_grads(r.dp, r.model.params(), r.comm);
+  if (step == hooks.inject_nonfinite_step) r.dp.buckets().front().grads[0] = NAN;  // where a real fault strikes
+  metrics::StepRecord record;
+  record.step = step + 1;
+  record.grad_norm = r.optimizer.grad_norm();
+  record.lr = optim::learning_rate(r.cfg.optim, step, r.cfg.train.steps);
+  clock.optimizer_starts();
+  if (std::isfinite(record.grad_norm)) {
+    r.optimizer.clip(record.grad_norm);
+    r.optimizer.step(record.lr);
+  } else {
+    r.dp.zero_grad();  // parameters and moments stay untouched
+  }
+  clock.optimizer_ends();
+  record.loss = global_loss(stats.loss, r.runner, r.comm);
+  record.times = clock.split(stats.wait_seconds);
+  record.bytes = clock.bytes();
+  record.max_in_flight = stats.max_in_flight;
+  record.buckets_overlapped = r.dp.launched_in_backward();
+  record.buckets = static_cast<int>(r.dp.buckets().size());
+  return record;
 }
 
-// checkpoint.init_from, on a fresh start: the weights only (step 0, fresh optimizer).
-void initialize_from(const Config& cfg, distributed::Comm& comm, model::GPT& model, data_parallel::DataParallel& dp) {
-  const auto t0 = Clock::now();
-  checkpoint::load_weights(cfg.checkpoint.init_from, cfg, model.params(), &dp);
-  if (comm.rank() == 0) spdlog::info("weights from {} in {:.2f}s", cfg.checkpoint.init_from, seconds_since(t0));
+// Checkpoints: resuming, and when to save (on the interval, at --exit-after, on a stop signal,
+// at the end).
+class Checkpointer {
+ public:
+  Checkpointer(const Run& r, const TrainOptions& opts) : r_(r), opts_(opts) {}
+
+  // Continues from checkpoint.dir/latest, at whatever layout this run has, when there is one and
+  // resuming is allowed (leftovers of an interrupted save are removed first); else, on a fresh
+  // start, the weights of checkpoint.init_from (step 0, fresh optimizer).
+  checkpoint::TrainState resume_or_initialize() {
+    checkpoint::TrainState state;
+    const auto& c = r_.cfg.checkpoint;
+    if (!c.dir.empty()) {
+      if (r_.comm.rank() == 0) checkpoint::remove_partial_saves(c.dir);
+      distributed::barrier(r_.comm.world());
+      if (const auto dir = checkpoint::latest(c.dir); dir && opts_.resume) {
+        const auto t0 = Clock::now();
+        state = checkpoint::load(*dir, r_.cfg, r_.model.params(), r_.optimizer, r_.dp);
+        if (r_.comm.rank() == 0) spdlog::info("resumed from {} (step {}) in {:.2f}s", *dir, state.step, seconds_since(t0));
+      }
+    }
+    if (state.step == 0 && !c.init_from.empty()) {
+      const auto t0 = Clock::now();
+      checkpoint::load_weights(c.init_from, r_.cfg, r_.model.params(), &r_.dp);
+      if (r_.comm.rank() == 0) spdlog::info("weights from {} in {:.2f}s", c.init_from, seconds_since(t0));
+    }
+    return state;
+  }
+
+  // After a step: saves on the interval; saves and returns true when the run must stop now
+  // (--exit-after, or a stop signal on any rank).
+  bool save_or_stop(checkpoint::TrainState& state) {
+    const bool more = state.step < r_.cfg.train.steps;
+    if (state.step == opts_.exit_after && more) {
+      save(state, "--exit-after");
+      return true;
+    }
+    if (stop_requested(r_.comm)) {
+      save(state, "stop signal");
+      if (r_.comm.rank() == 0) spdlog::warn("stopping after step {} on a signal", state.step);
+      return true;
+    }
+    const int interval = r_.cfg.checkpoint.interval;
+    if (interval > 0 && state.step % interval == 0 && more) save(state, "interval");
+    return false;
+  }
+
+  void save(checkpoint::TrainState& state, const char* why) {
+    if (r_.cfg.checkpoint.dir.empty()) return;
+    const auto t0 = Clock::now();
+    state.consumed_samples = static_cast<std::int64_t>(state.step) * r_.cfg.train.global_batch_size;
+    const std::string dir = checkpoint::save(r_.cfg, r_.comm, r_.optimizer, r_.dp, state);
+    if (r_.comm.rank() == 0) spdlog::info("checkpoint {} saved ({}) in {:.2f}s", dir, why, seconds_since(t0));
+  }
+
+ private:
+  const Run& r_;
+  const TrainOptions& opts_;
+};
+
+// Validation every train.eval_interval steps and after the last: the mean loss over
+// train.eval_iters global batches of the validation source.
+class Evaluator {
+ public:
+  explicit Evaluator(const Run& r)
+      : r_(r), source_(r.cfg.train.eval_interval > 0 ? data::make_validation_source(r.cfg) : nullptr) {}
+
+  void after_step(int step, metrics::StepLogger& logger) {
+    if (!source_ || (step % r_.cfg.train.eval_interval != 0 && step != r_.cfg.train.steps)) return;
+    double total = 0;
+    for (int i = 0; i < r_.cfg.train.eval_iters; ++i)
+      total += r_.runner.eval_step(data::local_microbatches(*source_, r_.cfg, i, r_.comm.coord().dp, r_.comm.device()),
+                                   r_.loss_scale);
+    logger.eval(step, global_loss(total / r_.cfg.train.eval_iters, r_.runner, r_.comm));
+  }
+
+ private:
+  const Run& r_;
+  std::unique_ptr<data::BatchSource> source_;
+};
+
+// TestHooks::dump_dir: each step's loss and gradient norm (on the reporting rank), and at the
+// end every rank's parameters and gradients.
+class Dump {
+ public:
+  Dump(const TestHooks& hooks, const Run& r) : dir_(hooks.dump_dir), r_(r) {
+    if (dir_.empty() || !reports_loss(r.runner, r.comm)) return;
+    std::filesystem::create_directories(dir_);
+    losses_.open(dir_ + "/losses.txt");
+  }
+  void step(const metrics::StepRecord& record) {
+    if (losses_.is_open()) losses_ << std::setprecision(17) << record.loss << ' ' << record.grad_norm << '\n';
+  }
+  void end() {
+    if (!dir_.empty())
+      checkpoint::write_pieces(dir_ + "/rank" + std::to_string(r_.comm.rank()), checkpoint::dump_pieces(r_.model.params(), r_.dp));
+  }
+
+ private:
+  std::string dir_;
+  const Run& r_;
+  std::ofstream losses_;
+};
+
+data_parallel::DataParallel::Options dp_options_of(const OptimConfig& o) {
+  data_parallel::DataParallel::Options d;
+  d.bucket_mb = o.bucket_mb;
+  d.zero1 = o.zero_stage == ZeroStage::Optimizer;
+  d.main_grad_dtype = runtime::scalar_type(o.main_grad_dtype);
+  d.bf16_reduction = o.grad_reduce_dtype == DType::Bf16;
+  return d;
 }
 
-void save(const Checkpointed& c, checkpoint::TrainState& state, const char* why) {
-  if (c.cfg.checkpoint.dir.empty()) return;
-  const auto t0 = Clock::now();
-  state.consumed_samples = static_cast<std::int64_t>(state.step) * c.cfg.train.global_batch_size;
-  const std::string dir = checkpoint::save(c.cfg, c.comm, c.optimizer, c.dp, state);
-  if (c.comm.rank() == 0) spdlog::info("checkpoint {} saved ({}) in {:.2f}s", dir, why, seconds_since(t0));
-}
-
-// Test-only faults, injected where a real one would strike (TrainOptions).
-void inject_test_faults(const TrainOptions& opts, int step, data_parallel::DataParallel& dp) {
-  if (step == opts.inject_nonfinite_step) dp.buckets().front().grads[0] = NAN;
+// Rank 0 prints the layout, the parameters and the memory the planner predicts, and warns when
+// the pipeline bubble will dominate.
+void log_startup(const Run& r, const distributed::JobEnv& job, metrics::StepLogger& logger) {
+  const auto& p = r.cfg.parallel;
+  const int microbatches = num_microbatches(r.cfg);
+  const double bubble = pipeline_parallel::theoretical_bubble(p.pp, microbatches, virtual_stages_in_effect(p));
+  const plan::Prediction predicted = plan::predict_own_layout(
+      r.cfg, plan::local_memory(r.cfg, job.local_rank, job.local_world_size).value_or(plan::Hardware{}));
+  logger.startup(r.model.params(), r.optimizer.state_bytes(), microbatches, bubble,
+                 predicted.stage_totals[r.comm.coord().pp]);
+  if (p.pp > 1 && microbatches < p.pp && r.comm.rank() == 0)
+    spdlog::warn("{} microbatches for {} pipeline stages: the bubble ({:.0f}%) dominates; raise "
+                 "train.global_batch_size or lower parallel.micro_batch_size",
+                 microbatches, p.pp, 100 * bubble);
 }
 
 }  // namespace
 
+bool reports_loss(const pipeline_parallel::Runner& runner, const distributed::Comm& comm) {
+  return runner.holds_loss() && comm.coord().dp == 0 && comm.coord().tp == 0;
+}
+
+double global_loss(double local, const pipeline_parallel::Runner& runner, distributed::Comm& comm) {
+  at::Tensor loss = at::full({1}, local, at::kDouble);
+  if (runner.holds_loss()) distributed::all_reduce(comm.dp(), loss);
+  return loss.item<double>();
+}
 
 // runtime.backend "auto": NCCL when the ranks compute on CUDA and each has a GPU of its own
 // (NCCL refuses two ranks on one device), else Gloo.
@@ -175,11 +303,6 @@ std::unique_ptr<distributed::Comm> join(const Config& cfg, const distributed::Jo
   const c10::Device device = runtime::choose_device(cfg.runtime.device, job.local_rank);
   runtime::use_device(device, cfg.runtime.tf32);
   runtime::check_precision(device, cfg.runtime.precision);
-  // Dropout draws from the default generators: seeded, a run repeats itself. The TP ranks of one
-  // (dp, pp) share a seed: their replicated activations (the residual stream without sequence
-  // parallelism) must drop the same elements, or the replicas of norms and biases drift apart.
-  // The masks still depend on the layout, so layouts agree only without dropout.
-  at::manual_seed(static_cast<uint64_t>(cfg.runtime.seed) + static_cast<uint64_t>(job.rank / p.tp));
   return std::make_unique<distributed::Comm>(job, grid, timeout, device, use_nccl(cfg, job, device));
 }
 
@@ -190,115 +313,49 @@ model::GPT build_model(const Config& cfg, distributed::Comm& comm) {
 }
 
 int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainOptions& opts) {
-  const auto& p = cfg.parallel;
   const auto joined = join(cfg, job);
   distributed::Comm& comm = *joined;
-  const distributed::Coord me = comm.coord();
-  const int v = virtual_stages_in_effect(p);
+  // Dropout masks: one seed per TP group (runtime/seed.hpp says why).
+  runtime::seed_dropout(cfg.runtime.seed, job.rank / cfg.parallel.tp);
   model::GPT model = build_model(cfg, comm);
-  data_parallel::DataParallel::Options dp_options;
-  dp_options.bucket_mb = cfg.optim.bucket_mb;
-  dp_options.zero1 = cfg.optim.zero_stage == 1;
-  dp_options.main_grad_dtype = runtime::scalar_type(cfg.optim.main_grad_dtype);
-  dp_options.bf16_reduction = cfg.optim.grad_reduce_dtype == DType::Bf16;
-  data_parallel::DataParallel dp(model.params(), comm, dp_options);
+  data_parallel::DataParallel dp(model.params(), comm, dp_options_of(cfg.optim));
   optim::AdamW optimizer(cfg.optim, dp, comm);
   pipeline_parallel::Runner runner(cfg, model, comm);
-  auto source = data::make_source(cfg);
-  // Validation samples: a held-out stream (synthetic) or data.valid_path.
-  auto valid_source = cfg.train.eval_interval > 0 ? data::make_validation_source(cfg) : nullptr;
-
-  const int microbatches = num_microbatches(cfg);
+  const auto source = data::make_source(cfg);
   const double tokens_per_step = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
-  const double loss_scale = 1.0 / tokens_per_step;
-  metrics::StepLogger logger(cfg, comm, runner.holds_loss() && me.dp == 0 && me.tp == 0);
-  const plan::Prediction predicted = plan::predict_own_layout(
-      cfg, plan::local_memory(cfg, job.local_rank, job.local_world_size).value_or(plan::Hardware{}));
-  logger.startup(model.params(), optimizer.state_bytes(), microbatches, predicted.stage_totals[me.pp]);
-  if (p.pp > 1 && microbatches < p.pp && comm.rank() == 0)
-    spdlog::warn("{} microbatches for {} pipeline stages: the bubble ({:.0f}%) dominates; raise "
-                 "train.global_batch_size or lower parallel.micro_batch_size",
-                 microbatches, p.pp, 100 * pipeline_parallel::theoretical_bubble(p.pp, microbatches, v));
+  const Run run{cfg, comm, model, dp, optimizer, runner, *source, 1.0 / tokens_per_step};
 
-  const Checkpointed checkpointed{cfg, comm, model, optimizer, dp};
-  checkpoint::TrainState state = resume(checkpointed, opts.resume);
-  if (state.step == 0 && !cfg.checkpoint.init_from.empty()) initialize_from(cfg, comm, model, dp);
+  metrics::StepLogger logger(cfg, comm, reports_loss(runner, comm));
+  log_startup(run, job, logger);
+  Checkpointer checkpoints(run, opts);
+  checkpoint::TrainState state = checkpoints.resume_or_initialize();
+  Evaluator evaluator(run);
+  Dump dump(opts.hooks, run);
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGUSR1, on_stop_signal);
 
-  std::ofstream losses;
-  if (!opts.dump_dir.empty() && runner.holds_loss() && me.dp == 0 && me.tp == 0) {
-    std::filesystem::create_directories(opts.dump_dir);
-    losses.open(opts.dump_dir + "/losses.txt");
-  }
   const int first_step = state.step;
   for (int step = state.step; step < cfg.train.steps; ++step) {
-    StepClock clock(comm);
-    // 1. this rank's share of the global batch
-    auto batch = data::local_microbatches(*source, cfg, step, me.dp, comm.device());
-    // 2. forward and backward through the pipeline; DP reduction starts during the last backward
-    dp.zero_grad();
-    auto stats = runner.train_step(batch, loss_scale, [&](int chunk) { dp.enable_sync(chunk); });
-    // 3. finish the gradients: DP reduction, tied embedding copies, sequence-parallel sums
-    finalize_grads(dp, model.params(), comm);
-    inject_test_faults(opts, step, dp);
-    // 4. clip and step, unless the gradients are not finite
-    const double norm = optimizer.grad_norm();
-    const double lr = optim::learning_rate(cfg.optim, step, cfg.train.steps);
-    clock.optimizer_starts();
-    if (std::isfinite(norm)) {
-      optimizer.clip(norm);
-      optimizer.step(lr);
-    } else {
-      ++state.skipped;
-      dp.zero_grad();  // drop the poisoned gradients; parameters and moments are untouched
+    metrics::StepRecord record = train_step(run, step, opts.hooks);
+    if (!std::isfinite(record.grad_norm)) {
       if (cfg.optim.nonfinite == NonFinite::Abort) {
-        spdlog::error("step {}: gradient norm is {}; aborting (optim.nonfinite=abort)", step + 1, norm);
+        spdlog::error("step {}: gradient norm is {}; aborting (optim.nonfinite=abort)", step + 1, record.grad_norm);
         return 3;
       }
-      if (comm.rank() == 0) spdlog::warn("step {}: gradient norm is {}; step skipped", step + 1, norm);
+      ++state.skipped;
+      if (comm.rank() == 0) spdlog::warn("step {}: gradient norm is {}; step skipped", step + 1, record.grad_norm);
     }
-    clock.optimizer_ends();
-    // 5. log: the loss lives on the last stage; sum the DP shares there
-    at::Tensor loss = at::full({1}, stats.loss, at::kDouble);
-    if (runner.holds_loss()) distributed::all_reduce(comm.dp(), loss);
-    metrics::StepRecord record;
-    record.step = step + 1;
-    record.loss = loss.item<double>();
-    record.lr = lr;
-    record.grad_norm = norm;
-    record.times = clock.split(stats.wait_seconds);
-    record.bytes = clock.bytes();
     record.skipped = state.skipped;
-    record.max_in_flight = stats.max_in_flight;
-    record.buckets_overlapped = dp.launched_in_backward();
-    record.buckets = static_cast<int>(dp.buckets().size());
     if (step == first_step) logger.peak_memory("after the first step");
     logger.step(record);
-    if (losses.is_open()) losses << std::setprecision(17) << record.loss << ' ' << norm << '\n';
+    dump.step(record);
     state.step = step + 1;
-    if (valid_source && (state.step % cfg.train.eval_interval == 0 || state.step == cfg.train.steps)) {
-      const double eval_loss = evaluate(cfg, comm, runner, *valid_source, loss_scale);
-      logger.eval(state.step, eval_loss);
-    }
-    // 6. checkpoint on schedule, or on a stop signal (then leave cleanly)
-    if (state.step == opts.exit_after && state.step < cfg.train.steps) {
-      save(checkpointed, state, "--exit-after");
-      return 0;
-    }
-    if (stop_requested(comm)) {
-      save(checkpointed, state, "stop signal");
-      if (comm.rank() == 0) spdlog::warn("stopping after step {} on a signal", state.step);
-      return 0;
-    }
-    if (cfg.checkpoint.interval > 0 && state.step % cfg.checkpoint.interval == 0 && state.step < cfg.train.steps)
-      save(checkpointed, state, "interval");
+    evaluator.after_step(state.step, logger);
+    if (checkpoints.save_or_stop(state)) return 0;
   }
   logger.peak_memory("at the end");
-  save(checkpointed, state, "end of training");
-  if (!opts.dump_dir.empty())
-    checkpoint::write_pieces(opts.dump_dir + "/rank" + std::to_string(comm.rank()),
-                             checkpoint::dump_pieces(model.params(), dp));
+  checkpoints.save(state, "end of training");
+  dump.end();
   distributed::barrier(comm.world());
   return 0;
 }

@@ -272,13 +272,23 @@ TEST_CASE("generate samples from a checkpoint deterministically", "[checkpoint][
   train_ckpt({2, 2, 1}, dir.file("ckpt"), dir.file("d"), {"train.steps=2"});
   auto greedy = testing::trainer({"generate", "--checkpoint", dir.file("ckpt"), "--prompt", "hello", "--max-new-tokens", "12", "--temperature", "0"});
   auto again = testing::trainer({"generate", "--checkpoint", dir.file("ckpt"), "--prompt", "hello", "--max-new-tokens", "12", "--temperature", "0"});
-  auto sampled = testing::trainer({"generate", "--checkpoint", dir.file("ckpt"), "--prompt", "hello", "--max-new-tokens", "12", "--top-k", "5", "--seed", "3"});
-  INFO(greedy.output);
+  auto sample = [&](const std::string& seed) {
+    return testing::trainer({"generate", "--checkpoint", dir.file("ckpt"), "--prompt", "hello", "--max-new-tokens", "12",
+                             "--top-k", "5", "--seed", seed});
+  };
+  const auto sampled = sample("3"), same_seed = sample("3"), other_seed = sample("4");
+  INFO(greedy.output << sampled.output << other_seed.output);
   REQUIRE(greedy.code == 0);
   CHECK(greedy.output.rfind("hello", 0) == 0);
   CHECK(greedy.output == again.output);
-  CHECK(sampled.code == 0);
+  REQUIRE(sampled.code == 0);
   CHECK(sampled.output.rfind("hello", 0) == 0);
+  // Sampling is a function of the seed: the same seed repeats, another draws other tokens, and
+  // neither is the greedy text (a 2-step model's top 5 are near uniform: 12 greedy draws by
+  // chance have probability ~5^-12).
+  CHECK(sampled.output == same_seed.output);
+  CHECK(sampled.output != other_seed.output);
+  CHECK(sampled.output != greedy.output);
   auto missing = testing::trainer({"generate", "--checkpoint", dir.file("nothing-here")});
   CHECK(missing.code != 0);
   CHECK(missing.output.find(dir.file("nothing-here")) != std::string::npos);

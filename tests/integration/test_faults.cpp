@@ -267,8 +267,7 @@ TEST_CASE("a rank killed mid-run makes its peer exit non-zero naming it", "[faul
   const Outcome o = two_ranks_then("9");
   INFO(o.log);
   CHECK(o.code != 0);
-  CHECK(o.seconds >= 0);
-  CHECK(o.seconds <= 8 + 5);
+  CHECK(o.seconds <= 8 + 5);  // within the collective timeout (8 s) and start-up
   CHECK(o.log.find("peer rank 1") != std::string::npos);
 }
 

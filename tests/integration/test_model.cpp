@@ -17,6 +17,7 @@
 #include "model/flops.hpp"
 #include "model/gpt.hpp"
 #include "tensor_parallel/parallel_linear.hpp"
+#include "train/finalize_grads.hpp"
 
 using namespace trainer;
 
@@ -48,14 +49,7 @@ int tp_model_worker() {
   at::Tensor logits = tensor_parallel::gather_last_dim(chunk.logits(hidden), comm.tp());
   at::Tensor loss = chunk.loss_sum(hidden, mb.targets) / mb.targets.numel();
   loss.backward();
-  // Tensor parallelism's own part of gradient finalisation, nothing of DP or PP.
-  std::vector<at::Tensor> partial, kv_replicas;
-  for (auto& p : gpt.params()) {
-    if (p.info.sequence_parallel_grad) partial.push_back(p.tensor.grad());
-    if (p.info.tp_replicas > 1) kv_replicas.push_back(p.tensor.grad());
-  }
-  tensor_parallel::sum_replica_grads(partial, comm.tp());
-  tensor_parallel::sum_replica_grads(kv_replicas, comm.kv_replicas());
+  finalize_tp_grads(gpt.params(), comm);  // tensor parallelism's own part, nothing of DP or PP
   if (comm.rank() == 0) {
     std::vector<at::Tensor> result = {logits.detach().narrow(-1, 0, cfg.model.vocab_size).contiguous(), loss.detach()};
     torch::save(result, out + "/logits.pt");

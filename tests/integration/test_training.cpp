@@ -147,10 +147,10 @@ TEST_CASE("NCCL's order-paired transfer batches, run over Gloo, give the same tr
   const Run ref = train(1, 1, 1, sets_for("ref", {}));
   const auto ref_evals = evals("ref");
   REQUIRE(ref_evals.size() == 2);
-  setenv("TRAINER_ORDER_PAIRED_TRANSFERS", "1", 1);
-  const Run one_f_one_b = train(1, 4, 1, sets_for("1f1b", {}));
-  const Run interleaved = train(1, 2, 1, sets_for("interleaved", {"parallel.schedule=interleaved-1f1b", "parallel.virtual_stages=2"}));
-  unsetenv("TRAINER_ORDER_PAIRED_TRANSFERS");
+  const std::string paired = "parallel.pipeline_transfers=order-paired";
+  const Run one_f_one_b = train(1, 4, 1, sets_for("1f1b", {paired}));
+  const Run interleaved =
+      train(1, 2, 1, sets_for("interleaved", {paired, "parallel.schedule=interleaved-1f1b", "parallel.virtual_stages=2"}));
   check_same_run(ref, one_f_one_b, 1e-5, 1e-4);
   check_same_run(ref, interleaved, 1e-5, 1e-4);
   for (const std::string name : {"1f1b", "interleaved"}) {

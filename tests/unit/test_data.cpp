@@ -22,7 +22,7 @@ namespace {
 std::string data_file(const std::string& name) { return testing::source_dir() + "/tests/data/" + name; }
 
 const Tokenizer& gpt2() {
-  static const auto tokenizer = make_tokenizer({"gpt2", data_file("gpt2/encoder.json"), data_file("gpt2/vocab.bpe"), ""});
+  static const auto tokenizer = make_tokenizer({TokenizerKind::Gpt2, data_file("gpt2/encoder.json"), data_file("gpt2/vocab.bpe"), ""});
   return *tokenizer;
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("a Hugging Face tokenizer.json of GPT-2 encodes like encoder.json and 
   REQUIRE(texts.size() == expected.size());
   for (bool pair_merges : {false, true}) {
     testing::write_file(dir.file("tokenizer.json"), hf_gpt2_json(pair_merges));
-    const auto hf = make_tokenizer({"gpt2", "", "", dir.file("tokenizer.json")});
+    const auto hf = make_tokenizer({TokenizerKind::Gpt2, "", "", dir.file("tokenizer.json")});
     CHECK(hf->vocab_size() == 50257);
     CHECK(hf->eod_id() == 50256);
     for (size_t i = 0; i < texts.size(); ++i) {
@@ -144,7 +144,7 @@ TEST_CASE("a Hugging Face tokenizer.json of GPT-2 encodes like encoder.json and 
   std::string json = replaced(hf_gpt2_json(false), R"(, "<|endoftext|>": 50256)", "");
   json = replaced(json, R"({"id":50256,"content":"<|endoftext|>")", R"({"id":50256,"content":"<|end|>")");
   testing::write_file(dir.file("added.json"), json);
-  const auto added = make_tokenizer({"gpt2", "", "", dir.file("added.json")});
+  const auto added = make_tokenizer({TokenizerKind::Gpt2, "", "", dir.file("added.json")});
   CHECK(added->vocab_size() == 50257);
   CHECK(added->eod_id() == 50256);
   CHECK(added->decode({50256}) == "<|end|>");
@@ -195,7 +195,7 @@ TEST_CASE("tokenizer.json of Llama 3's form (merges in and out of creation order
     REQUIRE(ref.code == 0);
     const auto expected = read_id_lines(dir.file(name + ".ids"));
     REQUIRE(expected.size() == texts.size());
-    const auto ours = make_tokenizer({"gpt2", "", "", dir.file(name + ".json")});
+    const auto ours = make_tokenizer({TokenizerKind::Gpt2, "", "", dir.file(name + ".json")});
     for (size_t i = 0; i < texts.size(); ++i) {
       INFO("sample " << i << ": " << texts[i]);
       // tokenizers turns a special token's text inside a document into the token; trainer keeps
@@ -501,7 +501,7 @@ TEST_CASE("prepare-data: each bad input exits 2, names it, and leaves no output"
       {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--vocab-file", enc, "--merges-file", dir.file("bad.bpe")},
        {"bad.bpe:3", "expected two tokens"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--vocab-file", enc}, {"--tokenizer gpt2"}},
-      {{"--input", dir.file("ok.txt"), "--tokenizer", "wordpiece"}, {"--tokenizer wordpiece", "byte or gpt2"}},
+      {{"--input", dir.file("ok.txt"), "--tokenizer", "wordpiece"}, {"--tokenizer", "'wordpiece' is not one of: byte, gpt2"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--tokenizer-json", enc, "--merges-file", bpe}, {"not both"}},
       {hf_case(0), {"hf0.json", "model.type is 'WordPiece'; only BPE"}},
       {hf_case(1), {"hf1.json", "pre_tokenizer is Metaspace"}},

@@ -105,13 +105,13 @@ TEST_CASE("fuzz: mutated tokenizer.json files load or fail with DataError", "[fu
   testing::TempDir dir;
   const std::string base = small_tokenizer_json();
   testing::write_file(dir.file("t.json"), base);
-  REQUIRE(trainer::data::make_tokenizer({"gpt2", "", "", dir.file("t.json")})->vocab_size() == 301);
+  REQUIRE(trainer::data::make_tokenizer({trainer::data::TokenizerKind::Gpt2, "", "", dir.file("t.json")})->vocab_size() == 301);
   std::mt19937 rng(4242);
   int refused = 0;
   for (int i = 0; i < 1500; ++i) {
     testing::write_file(dir.file("t.json"), mutate(base, rng));
     try {
-      const auto t = trainer::data::make_tokenizer({"gpt2", "", "", dir.file("t.json")});
+      const auto t = trainer::data::make_tokenizer({trainer::data::TokenizerKind::Gpt2, "", "", dir.file("t.json")});
       const auto ids = t->encode("the cat in the hat, 42 times\n");
       CHECK(t->decode(ids) == "the cat in the hat, 42 times\n");
     } catch (const trainer::data::DataError&) {

@@ -50,7 +50,7 @@ TEST_CASE("plan: Megatron-LM's Table 1 throughput within 15% (SC21, A100-80GB)",
   for (const Row& r : rows) {
     const Config c = megatron_gpt(r.heads, r.hidden, r.layers, r.tp, r.pp, r.gpus, r.batch, r.micro_batch, r.v);
     validate(c, r.gpus);
-    const plan::Prediction p = plan::predict(c, plan::layout_of(c), plan::find_gpu("a100-80gb"));
+    const plan::Prediction p = plan::predict(c, layout_of(c), plan::find_gpu("a100-80gb"));
     INFO(r.hidden << " hidden: predicted " << p.hardware_tflops << " TFLOP/s, reported " << r.reported_tflops);
     CHECK(std::abs(p.hardware_tflops / r.reported_tflops - 1) < 0.15);
     // What the paper counts (its Eq. 3, with recomputation's extra forward) is hardware FLOPs.
@@ -74,7 +74,7 @@ TEST_CASE("plan: megatron assumptions reproduce Megatron-LM's theoretical memory
   Config llama = megatron_gpt(32, 4096, 32, 4, 2, 32, 256, 1, 1);           // Llama-3-8B-like, SP + selective
   llama.model.kv_heads = 8, llama.model.ffn = 14336, llama.model.vocab_size = 128256, llama.model.mlp = Mlp::SwiGlu;
   llama.model.norm = Norm::RmsNorm, llama.model.tied_embeddings = false, llama.model.seq_len = 8192;
-  llama.parallel.sequence_parallel = true, llama.parallel.recompute = Recompute::Selective, llama.optim.zero_stage = 1;
+  llama.parallel.sequence_parallel = true, llama.parallel.recompute = Recompute::Selective, llama.optim.zero_stage = ZeroStage::Optimizer;
   cases.push_back(llama);
   Config single = llama;  // pp 1, untied: the output layer in both terms
   single.parallel.pp = 1, single.parallel.dp = 8;
@@ -95,7 +95,7 @@ TEST_CASE("plan: megatron assumptions reproduce Megatron-LM's theoretical memory
          << ", \"micro_batch_size\": " << p.micro_batch_size << ", \"tensor_model_parallel_size\": " << p.tp
          << ", \"pipeline_model_parallel_size\": " << p.pp << ", \"world_size\": " << world_size_of(p)
          << ", \"data_parallel_size\": " << p.dp
-         << ", \"use_distributed_optimizer\": " << (c.optim.zero_stage ? "true" : "false")
+         << ", \"use_distributed_optimizer\": " << (c.optim.zero_stage != ZeroStage::None ? "true" : "false")
          << ", \"virtual_pipeline_model_parallel_size\": "
          << (p.virtual_stages > 1 ? std::to_string(p.virtual_stages) : "null")
          << ", \"sequence_parallel\": " << (p.sequence_parallel ? "true" : "false")
@@ -117,7 +117,7 @@ TEST_CASE("plan: megatron assumptions reproduce Megatron-LM's theoretical memory
   }
   REQUIRE(reference.size() == 2 * cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    const plan::Prediction p = plan::predict(cases[i], plan::layout_of(cases[i]), plan::find_gpu("a100-80gb"));
+    const plan::Prediction p = plan::predict(cases[i], layout_of(cases[i]), plan::find_gpu("a100-80gb"));
     INFO("case " << i << ": " << r.output);
     CHECK(p.memory.weights + p.memory.gradients + p.memory.optimizer == Approx(reference[2 * i]).epsilon(1e-9));
     CHECK(p.memory.activations == Approx(reference[2 * i + 1]).epsilon(1e-9));
@@ -133,11 +133,11 @@ TEST_CASE("plan: the search gives only layouts the trainer accepts, fastest firs
   std::set<std::tuple<int, int, int>> shapes;
   int sp_on = 0, sp_off_with_tp = 0;
   for (size_t i = 0; i < all.size(); ++i) {
-    const plan::Layout& l = all[i].layout;
+    const Layout& l = all[i].layout;
     if (i > 0) CHECK(all[i - 1].tokens_per_s >= all[i].tokens_per_s);
     CHECK(std::isfinite(all[i].tokens_per_s));
     shapes.insert({l.dp, l.pp, l.tp});
-    interleaved |= l.virtual_stages > 1, zero |= l.zero_stage == 1, full |= l.recompute == Recompute::Full;
+    interleaved |= l.virtual_stages > 1, zero |= l.zero_stage == ZeroStage::Optimizer, full |= l.recompute == Recompute::Full;
     sp_on += l.sequence_parallel, sp_off_with_tp += !l.sequence_parallel && l.tp > 1;
   }
   CHECK((interleaved && zero && full && sp_on > 0 && sp_off_with_tp > 0));
@@ -165,7 +165,7 @@ TEST_CASE("plan: the weights term counts exactly the model's parameters", "[plan
     }
     c.model.tied_embeddings = variant % 2 == 0;
     c.parallel.dp = 1, c.parallel.pp = 1, c.parallel.tp = 1;
-    const auto p = plan::predict(c, plan::layout_of(c), plan::find_gpu("h100-80gb"));
+    const auto p = plan::predict(c, layout_of(c), plan::find_gpu("h100-80gb"));
     INFO("variant " << variant);
     CHECK(p.memory.weights == Approx(4.0 * model::count_parameters(c.model)));
   }
@@ -182,11 +182,11 @@ TEST_CASE("plan: each memory term answers to its setting", "[plan]") {
     Config x = c;
     change(x);
     validate(x, 8);
-    return plan::predict(x, plan::layout_of(x), h100);
+    return plan::predict(x, layout_of(x), h100);
   };
   const auto base = at([](Config&) {});
   // ZeRO-1 divides the Adam moments by dp and nothing else.
-  const auto zero = at([](Config& x) { x.optim.zero_stage = 1; });
+  const auto zero = at([](Config& x) { x.optim.zero_stage = ZeroStage::Optimizer; });
   CHECK(zero.memory.optimizer == Approx(base.memory.optimizer / 2));
   CHECK(zero.memory.weights == Approx(base.memory.weights));
   CHECK(zero.memory.gradients == Approx(base.memory.gradients));
@@ -232,7 +232,7 @@ TEST_CASE("plan: Llama 3 70B on 512 H100s and 8B on 8", "[plan]") {
     const auto all = plan::search(c, gpus, plan::find_gpu("h100-80gb"));
     const auto best = std::find_if(all.begin(), all.end(), [](const plan::Prediction& p) { return p.fits; });
     REQUIRE(best != all.end());
-    INFO(file << ": best " << plan::describe(best->layout) << " MFU " << best->mfu);
+    INFO(file << ": best " << describe(best->layout) << " MFU " << best->mfu);
     CHECK(best->mfu > 0.2);
     // The planner's own ceiling is plan.matmul_efficiency (0.8), less the attention at 0.5 and
     // the communication; bf16 without recomputation (the 8B at dp 4 x tp 2 fits since issue 26)

@@ -1,0 +1,52 @@
+#include "config/layout.hpp"
+
+#include <sstream>
+
+namespace trainer {
+
+Layout layout_of(const Config& cfg) {
+  const auto& p = cfg.parallel;
+  return {p.dp, p.pp, p.tp, virtual_stages_in_effect(p), p.micro_batch_size, p.schedule, p.recompute,
+          cfg.optim.zero_stage, p.sequence_parallel && p.tp > 1};
+}
+
+Config with_layout(Config cfg, const Layout& l) {
+  auto& p = cfg.parallel;
+  // Explicit layers per stage belong to the config's own number of chunks.
+  if (l.pp * l.virtual_stages != p.pp * virtual_stages_in_effect(p)) p.stage_layers.clear();
+  p.dp = l.dp;
+  p.pp = l.pp;
+  p.tp = l.tp;
+  p.virtual_stages = l.virtual_stages;
+  p.micro_batch_size = l.micro_batch_size;
+  p.schedule = l.schedule;
+  p.recompute = l.recompute;
+  p.sequence_parallel = l.sequence_parallel;
+  cfg.optim.zero_stage = l.zero_stage;
+  return cfg;
+}
+
+Layout parse_grid(const std::string& text, const std::string& option, const Config& base) {
+  Layout l = layout_of(base);
+  l.sequence_parallel = base.parallel.sequence_parallel;
+  char x1 = 0, x2 = 0;
+  std::istringstream s(text);
+  if (!(s >> l.dp >> x1 >> l.pp >> x2 >> l.tp) || x1 != 'x' || x2 != 'x' || !s.eof())
+    throw ConfigError(option + ": '" + text + "' is not DPxPPxTP, e.g. 2x2x2");
+  return l;
+}
+
+std::string grid_name(const Layout& l) {
+  return std::to_string(l.dp) + "x" + std::to_string(l.pp) + "x" + std::to_string(l.tp);
+}
+
+std::string describe(const Layout& l) {
+  std::string s = "dp" + std::to_string(l.dp) + " pp" + std::to_string(l.pp) + " tp" + std::to_string(l.tp) + " v" +
+                  std::to_string(l.virtual_stages) + " mb" + std::to_string(l.micro_batch_size) + " " +
+                  name_of(l.schedule) + " " + name_of(l.recompute);
+  if (l.zero_stage != ZeroStage::None) s += " zero" + name_of(l.zero_stage);
+  if (l.sequence_parallel) s += " sp";
+  return s;
+}
+
+}  // namespace trainer
