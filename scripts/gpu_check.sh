@@ -4,7 +4,7 @@
 # the machine's python3; nothing is installed), run the GPU tests, then measure throughput of a
 # ~1B Llama-style model and GPT-2 124M at bf16 (tokens/s, MFU against the measured bf16 matmul
 # peak, GPU memory). Needs CMake, ninja and a C++17 compiler; no network (yaml-cpp, spdlog, fmt,
-# CLI11, Catch2 and the Gloo headers come from third_party/).
+# CLI11, nlohmann/json, Catch2 and the Gloo and PCRE2 headers come from third_party/).
 #
 #   scripts/gpu_check.sh OUT_DIR     -> OUT_DIR/gpu_check.log, OUT_DIR/gpu_check.json
 set -uo pipefail

@@ -14,6 +14,7 @@
 #include "checkpoint/export.hpp"
 #include "checkpoint/hf.hpp"
 #include "checkpoint/shards.hpp"
+#include "runtime/files.hpp"
 
 namespace trainer::checkpoint {
 
@@ -122,14 +123,11 @@ std::string save(const Config& cfg, distributed::Comm& comm, optim::AdamW& optim
          << state.consumed_samples << "\nadam_steps: " << optimizer.steps_taken() << "\nworld_size: "
          << comm.grid().world() << "\ndp: " << cfg.parallel.dp << "\npp: " << cfg.parallel.pp
          << "\ntp: " << cfg.parallel.tp << "\nzero_stage: " << name_of(cfg.optim.zero_stage) << "\n";
-    write_file_atomic(tmp_dir + "/meta.yaml", meta.str());
-    write_file_atomic(tmp_dir + "/config.yaml", to_yaml(cfg));
-    fsync_dir(tmp_dir);
+    runtime::write_file_atomic(tmp_dir + "/meta.yaml", meta.str());
+    runtime::write_file_atomic(tmp_dir + "/config.yaml", to_yaml(cfg));
     fs::remove_all(final_dir);
-    fs::rename(tmp_dir, final_dir);
-    fsync_dir(root);
-    write_file_atomic(root + "/latest", step_name(state.step) + "\n");
-    fsync_dir(root);
+    runtime::publish(tmp_dir, final_dir);
+    runtime::write_file_atomic(root + "/latest", step_name(state.step) + "\n");
     // Keep the newest checkpoint.keep_last step directories.
     std::vector<fs::path> steps;
     for (const auto& e : fs::directory_iterator(root))

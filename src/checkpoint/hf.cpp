@@ -1,21 +1,26 @@
 #include "checkpoint/hf.hpp"
 
 #include <ATen/ATen.h>
-#include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/shards.hpp"
 #include "config/bad_input.hpp"
+#include "runtime/files.hpp"
 
 namespace trainer::checkpoint {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace {
 
@@ -36,19 +41,33 @@ const std::set<std::string> kInformational = {
     "return_dict", "id2label", "label2id", "task_specific_params", "n_ctx", "summary_type", "summary_use_proj",
     "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "initializer_range"};
 
-// Reads config.json field by field; every field must be consumed or informational.
+// Whether `v` holds a T as JSON spells it: an int is an integer in range (1.5 is not silently
+// cut to 1), a double any number.
+template <typename T> bool holds(const json& v) {
+  if constexpr (std::is_same_v<T, bool>) return v.is_boolean();
+  else if constexpr (std::is_same_v<T, int>)
+    return v.is_number_integer() && v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max();
+  else if constexpr (std::is_same_v<T, double>) return v.is_number();
+  else return v.is_string();
+}
+
+// `object`'s member `key` if it is a string, else "".
+std::string string_member(const json& object, const std::string& key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Reads config.json (an object) field by field; every field must be consumed or informational.
 class HfConfig {
  public:
-  HfConfig(const std::string& dir, YAML::Node root) : dir_(dir), root_(std::move(root)) {}
-  bool has(const std::string& key) const { return root_[key] && !root_[key].IsNull(); }
+  HfConfig(const std::string& dir, json root) : dir_(dir), root_(std::move(root)) {}
+  bool has(const std::string& key) const { return root_.contains(key) && !root_.at(key).is_null(); }
   template <typename T> T get(const std::string& key) {
     used_.insert(key);
     if (!has(key)) refuse(dir_, "config.json has no '" + key + "'");
-    try {
-      return root_[key].as<T>();
-    } catch (const YAML::Exception&) {
-      refuse(dir_, "config.json field '" + key + "' has an unexpected type");
-    }
+    const json& v = root_.at(key);
+    if (!holds<T>(v)) refuse(dir_, "config.json field '" + key + "' has an unexpected type");
+    return v.get<T>();
   }
   template <typename T> T get(const std::string& key, const T& fallback) { return has(key) ? get<T>(key) : mark(key, fallback); }
   // The field must be absent, null or `expected`.
@@ -56,13 +75,15 @@ class HfConfig {
     if (has(key) && get<T>(key) != expected) refuse(dir_, "config.json field '" + key + "' is not supported: " + why);
     used_.insert(key);
   }
-  YAML::Node node(const std::string& key) {
+  // The field as it is (null when absent).
+  const json& node(const std::string& key) {
     used_.insert(key);
-    return root_[key];
+    static const json absent;
+    return root_.contains(key) ? root_.at(key) : absent;
   }
   void check_all_used() const {
-    for (const auto& entry : root_) {
-      const std::string key = entry.first.as<std::string>();
+    for (const auto& item : root_.items()) {
+      const std::string& key = item.key();
       if (!used_.count(key) && !kInformational.count(key))
         refuse(dir_, "config.json field '" + key + "' is not supported by trainer (remove it if it does not change the model)");
     }
@@ -74,7 +95,7 @@ class HfConfig {
     return value;
   }
   std::string dir_;
-  YAML::Node root_;
+  json root_;
   std::set<std::string> used_;
 };
 
@@ -90,11 +111,12 @@ constexpr Architecture kArchitectures[] = {{"LlamaForCausalLM", "llama", Family:
                                            {"GPT2LMHeadModel", "gpt2", Family::Gpt2}};
 
 // config.json's architecture (from "architectures", else "model_type").
-const Architecture& architecture_of(const std::string& dir, const YAML::Node& root) {
+const Architecture& architecture_of(const std::string& dir, const json& root) {
   std::string arch;
-  if (root["architectures"] && root["architectures"].IsSequence() && root["architectures"].size() == 1)
-    arch = root["architectures"][0].as<std::string>();
-  const std::string type = root["model_type"] && !root["model_type"].IsNull() ? root["model_type"].as<std::string>() : "";
+  const auto archs = root.find("architectures");
+  if (archs != root.end() && archs->is_array() && archs->size() == 1 && archs->front().is_string())
+    arch = archs->front().get<std::string>();
+  const std::string type = string_member(root, "model_type");
   std::string known;
   for (const Architecture& a : kArchitectures) {
     if (arch == a.name || (arch.empty() && type == a.model_type)) return a;
@@ -106,16 +128,17 @@ const Architecture& architecture_of(const std::string& dir, const YAML::Node& ro
 // rope_scaling: null or rope_type "default" is none; "llama3" is Llama 3.1's; others change the
 // model in ways trainer does not implement.
 void read_rope_scaling(HfConfig& c, const std::string& dir, ModelConfig& m) {
-  const YAML::Node r = c.node("rope_scaling");
-  if (!r || r.IsNull()) return;
-  const std::string type = r["rope_type"] ? r["rope_type"].as<std::string>() : r["type"] ? r["type"].as<std::string>() : "";
+  const json& r = c.node("rope_scaling");
+  if (r.is_null()) return;
+  if (!r.is_object()) refuse(dir, "config.json rope_scaling is neither null nor an object");
+  const std::string type = r.contains("rope_type") ? string_member(r, "rope_type") : string_member(r, "type");
   if (type == "default") return;
   if (type != "llama3")
     refuse(dir, "config.json rope_scaling type '" + type + "' is not supported (llama3 and default are; null means none)");
-  for (const auto& entry : r) {
-    const std::string key = entry.first.as<std::string>();
+  for (const auto& [key, value] : r.items()) {
     if (key == "rope_type" || key == "type") continue;
-    const double v = entry.second.as<double>();
+    if (!value.is_number()) refuse(dir, "config.json rope_scaling field '" + key + "' is not a number");
+    const double v = value.get<double>();
     if (key == "factor") m.rope_factor = v;
     else if (key == "low_freq_factor") m.rope_low_freq_factor = v;
     else if (key == "high_freq_factor") m.rope_high_freq_factor = v;
@@ -140,11 +163,11 @@ void require_full_attention(HfConfig& c, const std::string& dir, const Architect
     c.require<bool>("use_sliding_window", false, "trainer's attention sees every earlier token (no sliding window)");
     c.node("sliding_window"), c.node("max_window_layers");  // unused without use_sliding_window
   }
-  const YAML::Node types = c.node("layer_types");
-  if (types && types.IsSequence())
+  const json& types = c.node("layer_types");
+  if (types.is_array())
     for (const auto& t : types)
-      if (t.as<std::string>() != "full_attention")
-        refuse(dir, "config.json layer_types has '" + t.as<std::string>() + "'; trainer's layers are full_attention");
+      if (t != "full_attention")
+        refuse(dir, "config.json layer_types has " + t.dump() + "; trainer's layers are full_attention");
 }
 
 ModelConfig llama_config(HfConfig& c, const std::string& dir, const Architecture& arch) {
@@ -328,57 +351,75 @@ std::map<std::string, at::Tensor> read_hf_tensors(const std::string& dir) {
   const std::string index = dir + "/model.safetensors.index.json";
   if (!fs::exists(index)) refuse(dir, "has neither model.safetensors nor model.safetensors.index.json");
   std::set<std::string> files;
-  for (const auto& entry : YAML::LoadFile(index)["weight_map"]) files.insert(entry.second.as<std::string>());
+  try {
+    std::ifstream in(index);
+    const json root = json::parse(in);
+    for (const auto& file : root.at("weight_map")) files.insert(file.get<std::string>());
+  } catch (const json::exception& e) {
+    refuse(dir, std::string("model.safetensors.index.json: ") + e.what());
+  }
   std::map<std::string, at::Tensor> all;
   for (const auto& file : files)
     for (auto& [name, t] : read_safetensors(dir + "/" + file)) all.emplace(name, std::move(t));
   return all;
 }
 
-std::string json_number(double v) {
-  std::ostringstream s;
-  s << std::setprecision(17) << v;
-  std::string text = s.str();
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";
-  return text;
-}
-
+// config.json as save_pretrained writes it: two-space indents, here in the order of the fields
+// below (ordered_json).
 std::string config_json(Family f, const ModelConfig& m, at::ScalarType dtype) {
-  std::ostringstream j;
-  auto b = [](bool v) { return v ? "true" : "false"; };
+  nlohmann::ordered_json j;
   if (f == Family::Llama) {
     // Biases on q, k and v alone are Qwen2's model; Llama's attention_bias covers o_proj too.
     const bool qwen2 = m.qkv_bias && !m.bias;
-    j << (qwen2 ? "{\n  \"architectures\": [\"Qwen2ForCausalLM\"],\n  \"model_type\": \"qwen2\",\n"
-                : "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n")
-      << "  \"hidden_size\": " << m.hidden << ",\n  \"intermediate_size\": " << m.ffn << ",\n"
-      << "  \"num_hidden_layers\": " << m.layers << ",\n  \"num_attention_heads\": " << m.heads << ",\n"
-      << "  \"num_key_value_heads\": " << kv_heads_of(m) << ",\n"
-      << "  \"vocab_size\": " << m.vocab_size << ",\n  \"max_position_embeddings\": " << m.seq_len << ",\n"
-      << "  \"rms_norm_eps\": " << json_number(m.norm_eps) << ",\n  \"rope_theta\": " << json_number(m.rope_theta) << ",\n"
-      << "  \"hidden_act\": \"silu\",\n"
-      << "  \"tie_word_embeddings\": " << b(m.tied_embeddings) << ",\n  \"initializer_range\": " << json_number(m.init_std) << ",\n";
-    if (qwen2)
-      j << "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n  \"max_window_layers\": " << m.layers << ",\n";
-    else
-      j << "  \"head_dim\": " << m.hidden / m.heads << ",\n  \"attention_bias\": " << b(m.bias) << ",\n  \"mlp_bias\": " << b(m.bias) << ",\n";
+    j["architectures"] = nlohmann::ordered_json::array({qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"});
+    j["model_type"] = qwen2 ? "qwen2" : "llama";
+    j["hidden_size"] = m.hidden;
+    j["intermediate_size"] = m.ffn;
+    j["num_hidden_layers"] = m.layers;
+    j["num_attention_heads"] = m.heads;
+    j["num_key_value_heads"] = kv_heads_of(m);
+    j["vocab_size"] = m.vocab_size;
+    j["max_position_embeddings"] = m.seq_len;
+    j["rms_norm_eps"] = m.norm_eps;
+    j["rope_theta"] = m.rope_theta;
+    j["hidden_act"] = "silu";
+    j["tie_word_embeddings"] = m.tied_embeddings;
+    j["initializer_range"] = m.init_std;
+    if (qwen2) {
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = nullptr;
+      j["max_window_layers"] = m.layers;
+    } else {
+      j["head_dim"] = m.hidden / m.heads;
+      j["attention_bias"] = m.bias;
+      j["mlp_bias"] = m.bias;
+    }
+    j["rope_scaling"] = nullptr;
     if (m.rope_scaling == RopeScaling::Llama3)
-      j << "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": " << json_number(m.rope_factor)
-        << ", \"low_freq_factor\": " << json_number(m.rope_low_freq_factor) << ", \"high_freq_factor\": "
-        << json_number(m.rope_high_freq_factor) << ", \"original_max_position_embeddings\": " << m.rope_original_max_positions << "},\n";
-    else
-      j << "  \"rope_scaling\": null,\n";
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", m.rope_factor},
+                           {"low_freq_factor", m.rope_low_freq_factor},
+                           {"high_freq_factor", m.rope_high_freq_factor},
+                           {"original_max_position_embeddings", m.rope_original_max_positions}};
   } else {
-    j << "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-      << "  \"n_embd\": " << m.hidden << ",\n  \"n_layer\": " << m.layers << ",\n  \"n_head\": " << m.heads << ",\n"
-      << "  \"n_inner\": " << m.ffn << ",\n  \"n_positions\": " << m.seq_len << ",\n  \"vocab_size\": " << m.vocab_size << ",\n"
-      << "  \"layer_norm_epsilon\": " << json_number(m.norm_eps) << ",\n  \"activation_function\": \"gelu_new\",\n"
-      << "  \"resid_pdrop\": " << json_number(m.dropout) << ",\n  \"embd_pdrop\": " << json_number(m.dropout) << ",\n"
-      << "  \"attn_pdrop\": " << json_number(m.dropout) << ",\n  \"tie_word_embeddings\": " << b(m.tied_embeddings) << ",\n"
-      << "  \"initializer_range\": " << json_number(m.init_std) << ",\n";
+    j["architectures"] = nlohmann::ordered_json::array({"GPT2LMHeadModel"});
+    j["model_type"] = "gpt2";
+    j["n_embd"] = m.hidden;
+    j["n_layer"] = m.layers;
+    j["n_head"] = m.heads;
+    j["n_inner"] = m.ffn;
+    j["n_positions"] = m.seq_len;
+    j["vocab_size"] = m.vocab_size;
+    j["layer_norm_epsilon"] = m.norm_eps;
+    j["activation_function"] = "gelu_new";
+    j["resid_pdrop"] = m.dropout;
+    j["embd_pdrop"] = m.dropout;
+    j["attn_pdrop"] = m.dropout;
+    j["tie_word_embeddings"] = m.tied_embeddings;
+    j["initializer_range"] = m.init_std;
   }
-  j << "  \"torch_dtype\": \"" << (dtype == at::kBFloat16 ? "bfloat16" : "float32") << "\"\n}\n";
-  return j.str();
+  j["torch_dtype"] = dtype == at::kBFloat16 ? "bfloat16" : "float32";
+  return j.dump(2) + "\n";
 }
 
 std::optional<Family> family_of(const ModelConfig& m) {
@@ -428,18 +469,22 @@ bool is_hf_dir(const std::string& dir) { return fs::is_regular_file(dir + "/conf
 
 namespace {
 
-YAML::Node load_config_json(const std::string& dir) {
+json load_config_json(const std::string& dir) {
   if (!is_hf_dir(dir)) refuse(dir, "has no config.json; point at a directory save_pretrained wrote");
+  json root;
   try {
-    return YAML::LoadFile(dir + "/config.json");
-  } catch (const YAML::Exception& e) {
+    std::ifstream in(dir + "/config.json");
+    root = json::parse(in);
+  } catch (const json::exception& e) {
     refuse(dir, std::string("config.json is not valid JSON: ") + e.what());
   }
+  if (!root.is_object()) refuse(dir, "config.json is not a JSON object");
+  return root;
 }
 
 // The family and model of a Hugging Face directory's config.json, checked.
 std::pair<Family, ModelConfig> hf_model_of(const std::string& dir) {
-  const YAML::Node root = load_config_json(dir);
+  const json root = load_config_json(dir);
   const Architecture& arch = architecture_of(dir, root);
   const Family f = arch.family;
   HfConfig c(dir, root);
@@ -512,7 +557,7 @@ int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::s
         (name.rfind("model-", 0) == 0 && entry.path().extension() == ".safetensors"))
       fs::remove(entry.path());
   }
-  write_file_atomic(dir + "/config.json", config_json(family_for_export(m), m, dtype));
+  runtime::write_file_atomic(dir + "/config.json", config_json(family_for_export(m), m, dtype));
   // Shards in order, each at most max_shard_bytes (a larger single tensor gets its own shard).
   std::vector<std::vector<std::pair<std::string, at::Tensor>>> shards(1);
   std::int64_t in_shard = 0, total = 0;
@@ -530,20 +575,16 @@ int write_hf(const std::string& dir, const ModelConfig& m, const std::map<std::s
     write_safetensors(dir + "/model.safetensors", shards[0], dtype);
     return static_cast<int>(out.size());
   }
-  std::ostringstream index;
-  index << "{\n  \"metadata\": {\"total_size\": " << total << "},\n  \"weight_map\": {";
-  bool first = true;
+  nlohmann::ordered_json index;
+  index["metadata"] = {{"total_size", total}};
+  index["weight_map"] = nlohmann::ordered_json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
     std::ostringstream file;
     file << "model-" << std::setw(5) << std::setfill('0') << i + 1 << "-of-" << std::setw(5) << shards.size() << ".safetensors";
     write_safetensors(dir + "/" + file.str(), shards[i], dtype);
-    for (const auto& entry : shards[i]) {
-      index << (first ? "\n" : ",\n") << "    \"" << entry.first << "\": \"" << file.str() << "\"";
-      first = false;
-    }
+    for (const auto& entry : shards[i]) index["weight_map"][entry.first] = file.str();
   }
-  index << "\n  }\n}\n";
-  write_file_atomic(dir + "/model.safetensors.index.json", index.str());
+  runtime::write_file_atomic(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
   return static_cast<int>(out.size());
 }
 
@@ -566,14 +607,12 @@ std::string import_hf(const std::string& hf_dir, const std::string& output) {
     pieces.push_back(std::move(p));
   }
   write_pieces(tmp + "/rank0", pieces);
-  write_file_atomic(tmp + "/meta.yaml", "step: 0\nskipped: 0\nconsumed_samples: 0\nadam_steps: 0\nworld_size: 1\n"
-                                        "dp: 1\npp: 1\ntp: 1\nzero_stage: 0\nimported_from: " + hf_dir + "\n");
-  write_file_atomic(tmp + "/config.yaml", to_yaml(cfg));
-  fsync_dir(tmp);
+  runtime::write_file_atomic(tmp + "/meta.yaml", "step: 0\nskipped: 0\nconsumed_samples: 0\nadam_steps: 0\nworld_size: 1\n"
+                                                 "dp: 1\npp: 1\ntp: 1\nzero_stage: 0\nimported_from: " + hf_dir + "\n");
+  runtime::write_file_atomic(tmp + "/config.yaml", to_yaml(cfg));
   fs::remove_all(step);
-  fs::rename(tmp, step);
-  write_file_atomic(output + "/latest", "step_00000000\n");
-  fsync_dir(output);
+  runtime::publish(tmp, step);
+  runtime::write_file_atomic(output + "/latest", "step_00000000\n");
   return step;
 }
 

@@ -1,14 +1,14 @@
 #include "checkpoint/safetensors.hpp"
 
 #include <ATen/ATen.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 
 #include "config/bad_input.hpp"
+#include "runtime/files.hpp"
 
 namespace trainer::checkpoint {
 namespace {
@@ -39,20 +39,27 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
   std::string header(n, '\0');
   in.read(header.data(), static_cast<std::streamsize>(n));
   const std::uint64_t data_size = file_size - 8 - n;
-  YAML::Node root;
+  nlohmann::json root;
   try {
-    root = YAML::Load(header);  // JSON is YAML
-  } catch (const YAML::Exception& e) {
+    root = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception& e) {
     malformed(path, std::string("header: ") + e.what());
   }
+  if (!root.is_object()) malformed(path, "the header is not a JSON object");
   std::map<std::string, at::Tensor> out;
-  for (const auto& entry : root) {
-    const std::string name = entry.first.as<std::string>();
+  for (const auto& [name, spec] : root.items()) {
     if (name == "__metadata__") continue;
-    const YAML::Node& spec = entry.second;
-    const at::ScalarType dtype = dtype_of(path, spec["dtype"].as<std::string>());
-    const auto shape = spec["shape"].as<std::vector<int64_t>>();
-    const auto offsets = spec["data_offsets"].as<std::vector<std::uint64_t>>();
+    std::string dtype_name;
+    std::vector<int64_t> shape;
+    std::vector<std::uint64_t> offsets;
+    try {
+      dtype_name = spec.at("dtype").get<std::string>();
+      shape = spec.at("shape").get<std::vector<int64_t>>();
+      offsets = spec.at("data_offsets").get<std::vector<std::uint64_t>>();
+    } catch (const nlohmann::json::exception& e) {
+      malformed(path, "tensor '" + name + "': " + e.what());
+    }
+    const at::ScalarType dtype = dtype_of(path, dtype_name);
     std::int64_t numel = 1;
     for (auto d : shape) numel *= d;
     if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size ||
@@ -72,19 +79,17 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   if (dtype != at::kFloat && dtype != at::kBFloat16) throw std::invalid_argument("safetensors are written in F32 or BF16");
   const char* dtype_name = dtype == at::kFloat ? "F32" : "BF16";
   const int64_t element = dtype == at::kFloat ? 4 : 2;
-  // Header: JSON with dtype, shape and [begin, end) byte offsets into the data that follows.
-  std::ostringstream header;
-  header << "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"trainer\"}";
+  // Header: JSON with dtype, shape and [begin, end) byte offsets into the data that follows,
+  // in the tensors' order (ordered_json: readers go by the offsets, people read it in order).
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", "pt"}, {"producer", "trainer"}};
   int64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    header << ",\"" << name << "\":{\"dtype\":\"" << dtype_name << "\",\"shape\":[";
-    for (int64_t d = 0; d < t.dim(); ++d) header << (d ? "," : "") << t.size(d);
     const int64_t bytes = t.numel() * element;
-    header << "],\"data_offsets\":[" << offset << "," << offset + bytes << "]}";
+    header[name] = {{"dtype", dtype_name}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  header << "}";
-  std::string text = header.str();
+  std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
 
   const std::string tmp = path + ".tmp";
@@ -99,7 +104,7 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     }
     if (!out) throw std::runtime_error("cannot write " + tmp);
   }
-  std::filesystem::rename(tmp, path);
+  runtime::publish(tmp, path);
 }
 
 }  // namespace trainer::checkpoint

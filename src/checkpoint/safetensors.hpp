@@ -16,8 +16,8 @@ namespace trainer::checkpoint {
 // ConfigError-like BadInput naming the file and what is wrong.
 std::map<std::string, at::Tensor> read_safetensors(const std::string& path);
 
-// Writes `tensors` (in this order, converted to `dtype`: float32 or bfloat16) atomically:
-// temporary name, then rename.
+// Writes `tensors` (in this order, converted to `dtype`: float32 or bfloat16) under a temporary
+// name, then publishes it (runtime/files.hpp).
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                        at::ScalarType dtype = at::kFloat);
 

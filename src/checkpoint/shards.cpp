@@ -1,9 +1,7 @@
 #include "checkpoint/shards.hpp"
 
-#include <fcntl.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -11,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "runtime/files.hpp"
 
 namespace trainer::checkpoint {
 
@@ -32,15 +32,6 @@ std::uint64_t file_checksum(const std::string& path) {
     }
   }
   return h;
-}
-
-void fsync_path(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0 || fsync(fd) != 0) {
-    if (fd >= 0) close(fd);
-    throw std::runtime_error("cannot fsync " + path);
-  }
-  close(fd);
 }
 
 void write_bytes(const std::string& path, const std::string& data) {
@@ -96,15 +87,6 @@ std::vector<Piece> param_pieces(const std::vector<model::Param>& params, bool wi
   return out;
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  write_bytes(tmp, text);
-  fsync_path(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + path);
-}
-
-void fsync_dir(const std::string& dir) { fsync_path(dir); }
-
 void write_pieces(const std::string& base, const std::vector<Piece>& pieces) {
   std::vector<at::Tensor> tensors;
   std::ostringstream index;
@@ -121,11 +103,10 @@ void write_pieces(const std::string& base, const std::vector<Piece>& pieces) {
   torch::save(tensors, bytes);
   const std::string data_tmp = base + ".pt.tmp";
   write_bytes(data_tmp, bytes.str());
-  fsync_path(data_tmp);
   std::ostringstream header;
   header << "checksum " << std::hex << file_checksum(data_tmp) << std::dec << '\n';
-  if (std::rename(data_tmp.c_str(), (base + ".pt").c_str()) != 0) throw std::runtime_error("cannot rename " + data_tmp);
-  write_file_atomic(base + ".index", header.str() + index.str());
+  runtime::publish(data_tmp, base + ".pt");
+  runtime::write_file_atomic(base + ".index", header.str() + index.str());
 }
 
 std::vector<Piece> read_pieces(const std::string& base) {

@@ -36,7 +36,7 @@ std::vector<Piece> param_pieces(const std::vector<model::Param>& params, bool wi
 Piece range_piece(const model::Param& p, const std::string& name, int64_t begin, int64_t end,
                   const at::Tensor& flat);
 
-// Writes <base>.pt and <base>.index through temporary names, fsync and rename.
+// Writes <base>.pt and <base>.index, each published by runtime::publish (runtime/files.hpp).
 void write_pieces(const std::string& base, const std::vector<Piece>& pieces);
 // Reads them back; a .pt whose checksum differs from the index is an error naming the file.
 std::vector<Piece> read_pieces(const std::string& base);
@@ -47,9 +47,5 @@ std::vector<Piece> read_all_pieces(const std::string& dir);
 std::map<std::string, at::Tensor> assemble(const std::vector<Piece>& pieces,
                                            const std::set<std::string>* only = nullptr);
 std::map<std::string, at::Tensor> read_full(const std::string& dir);
-
-// Writes a small file through a temporary name, fsync and rename.
-void write_file_atomic(const std::string& path, const std::string& text);
-void fsync_dir(const std::string& dir);
 
 }  // namespace trainer::checkpoint

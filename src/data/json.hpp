@@ -1,61 +1,27 @@
-// A minimal JSON reader for the places data preparation meets JSON: JSONL documents
-// ({"text": ...} per line), GPT-2's encoder.json and Hugging Face's tokenizer.json. It reads
-// objects member by member and arrays element by element (nested as deep as the caller goes),
-// strings (escapes and surrogate pairs decoded to UTF-8), integers and booleans, and skips any
-// other value.
-// Errors are DataError with the byte offset; callers add the file and line.
+// Parsing the JSON that data preparation meets (JSONL documents, GPT-2's encoder.json, Hugging
+// Face's tokenizer.json) with nlohmann::json, after the one repair it refuses to make itself.
 //
-// Why not a library: a lone surrogate in a \u escape (text cut mid-pair, which real JSONL
-// dumps contain) becomes U+FFFD here, as the tests require; nlohmann::json 3.11 (Debian 12)
-// refuses the whole document ("surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF").
+// A \u escape of a lone UTF-16 surrogate (text cut mid-pair, which real JSONL dumps contain)
+// has no UTF-8 form, and nlohmann::json 3.11 refuses the whole document for it ("surrogate
+// U+D800..U+DBFF must be followed by U+DC00..U+DFFF"); none of its parse options accepts one.
+// replace_lone_surrogates first turns each such escape into \uFFFD, so the text holds U+FFFD
+// there (the tests require it; trainer's own reader did the same before nlohmann::json).
 #pragma once
 
-#include <cstdint>
+#include <cstddef>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
-#include <string_view>
-#include <vector>
-
-#include "data/common.hpp"
 
 namespace trainer::data {
 
-class JsonReader {
- public:
-  explicit JsonReader(std::string_view text) : text_(text) {}
+// Rewrites, in place, every \u escape of a surrogate that is not half of a high-low pair to
+// \uFFFD (same length, so byte offsets in later errors stay right) and returns how many.
+// A backslash always starts an escape in valid JSON, so `\\ud800` (an escaped backslash, then
+// text) is left alone. Anything else, valid or not, is left to the parser.
+size_t replace_lone_surrogates(std::string& json);
 
-  // Usage: begin_object(); while (next_member(key)) { read or skip the value }
-  void begin_object();
-  bool next_member(std::string& key);
-  // Usage: begin_array(); while (next_element()) { read or skip the value }
-  void begin_array();
-  bool next_element();
-  // What the next value is: '{', '[', '"', 'n' (null), 't'/'f' (true/false) or a digit/'-'.
-  char peek_value() { return peek(); }
-  std::string string();
-  std::int64_t integer();
-  bool boolean();
-  void skip_value();
-  // Only whitespace may follow.
-  void end();
-  // \u escapes that were lone surrogates, replaced by U+FFFD.
-  size_t replaced() const { return replaced_; }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const;
-  void skip_space();
-  char peek();
-  void expect(char c);
-  unsigned hex4();
-  void skip_literal();
-  void open(char bracket);
-  bool next_item(char close);
-
-  static constexpr size_t kMaxDepth = 256;
-
-  std::string_view text_;
-  size_t pos_ = 0;
-  std::vector<bool> first_item_;  // one per open object or array: no item read yet
-  size_t replaced_ = 0;
-};
+// `text` parsed after replace_lone_surrogates, whose count is added to `*replaced` if given.
+// Throws DataError "invalid JSON: ..." with nlohmann's position and reason (callers add the file).
+nlohmann::json parse_json(std::string text, size_t* replaced = nullptr);
 
 }  // namespace trainer::data

@@ -1,7 +1,6 @@
 #include "data/prepare.hpp"
 
-#include "runtime/clock.hpp"
-
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +21,9 @@
 #include "data/indexed_dataset.hpp"
 #include "data/json.hpp"
 #include "data/tokenizer.hpp"
+#include "data/utf8.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/files.hpp"
 
 namespace trainer::data {
 namespace {
@@ -67,20 +69,17 @@ std::vector<std::string> list_files(const std::vector<std::string>& inputs) {
   return files;
 }
 
-// The "text" of one JSONL line; `where` is file:line for errors.
-std::string jsonl_text(const std::string& line, const std::string& where, Stats& stats) {
+// The "text" of one JSONL line; `where` is file:line for errors. Invalid UTF-8, which
+// nlohmann::json refuses, becomes U+FFFD first, counted as the text's own would be later.
+std::string jsonl_text(std::string line, const std::string& where, Stats& stats) {
   try {
-    JsonReader json(line);
-    json.begin_object();
-    std::optional<std::string> text;
-    for (std::string key; json.next_member(key);) {
-      if (key == "text") text = json.string();
-      else json.skip_value();
-    }
-    json.end();
-    if (!text) throw DataError("the object has no \"text\" field");
-    stats.replaced += json.replaced();
-    return std::move(*text);
+    stats.replaced += sanitize_utf8(line);
+    nlohmann::json object = parse_json(std::move(line), &stats.replaced);
+    if (!object.is_object()) throw DataError("the line is not a JSON object");
+    const auto text = object.find("text");
+    if (text == object.end()) throw DataError("the object has no \"text\" field");
+    if (!text->is_string()) throw DataError("\"text\" is not a string");
+    return std::move(text->get_ref<std::string&>());
   } catch (const DataError& e) {
     throw DataError(where + ": " + e.what());
   }
@@ -117,7 +116,7 @@ class DocumentReader {
         if (std::getline(jsonl_, line)) {
           ++line_;
           if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
-          return jsonl_text(line, jsonl_path_ + ":" + std::to_string(line_), stats);
+          return jsonl_text(std::move(line), jsonl_path_ + ":" + std::to_string(line_), stats);
         }
         if (jsonl_.bad()) throw DataError("cannot read " + jsonl_path_ + ": " + std::strerror(errno));
         jsonl_.close();
@@ -238,8 +237,8 @@ class Progress {
   Clock::time_point start_, last_;
 };
 
-// Output files are written under temporary names and renamed together at the end, so a failed
-// run leaves nothing behind that looks like a dataset.
+// Output files are written under temporary names and published together at the end
+// (runtime/files.hpp), so a failed run leaves nothing behind that looks like a dataset.
 class OutputFiles {
  public:
   ~OutputFiles() {
@@ -254,7 +253,7 @@ class OutputFiles {
   // Every .bin before any .idx: a reader finding the .idx finds its data.
   void commit() {
     std::stable_partition(files_.begin(), files_.end(), [](const auto& f) { return fs::path(f.second).extension() == ".bin"; });
-    for (const auto& [temp, final_path] : files_) fs::rename(temp, final_path);
+    for (const auto& [temp, final_path] : files_) runtime::publish(temp, final_path);
     committed_ = true;
   }
 

@@ -1,7 +1,9 @@
 // Regular expressions with Unicode properties (\p{L}, \p{N}, Unicode \s, case folding,
-// lookahead) for the pre-tokenizers of tokenizer.json files: PCRE2, the maintained engine
-// every Linux distribution ships (libpcre2-8.so.0), JIT-compiled. It is opened at run time, so
-// building needs no PCRE2 headers (the GPU machines have no package registry).
+// lookahead) for the pre-tokenizers (pretokenizer.hpp): PCRE2, the maintained engine every
+// Linux distribution ships (libpcre2-8.so.0), JIT-compiled. The library is opened at run time
+// and its declarations come from the vendored third_party/pcre2/include/pcre2.h (10.42), so
+// building needs no PCRE2 package (the GPU machines have no package registry). Unicode
+// properties are those of the library found: PCRE2 10.42 (Debian 12) knows Unicode 14.
 #pragma once
 
 #include <memory>

@@ -1,8 +1,9 @@
-// Tokenizers for `trainer prepare-data`, in plain C++17 (no LibTorch, so data tools build fast):
-// byte-level, and GPT-2's byte-level BPE read from encoder.json + vocab.bpe or from a Hugging
-// Face tokenizer.json. GPT-2 encoding
-// matches the JavaScript reference encoder (npm gpt-3-encoder, a port of OpenAI's encoder.py):
-// tests/unit/test_data.cpp checks ids generated with it.
+// Tokenizers for `trainer prepare-data` and `generate`, in plain C++17 (no LibTorch, so data
+// tools build fast): byte-level, and GPT-2's byte-level BPE read from encoder.json + vocab.bpe
+// or from a Hugging Face tokenizer.json. GPT-2 encoding matches the JavaScript reference
+// encoder (npm gpt-3-encoder, a port of OpenAI's encoder.py): tests/unit/test_data.cpp checks
+// ids generated with it. The parts: utf8.hpp, pretokenizer.hpp (with regex.hpp), bpe_files.hpp
+// (reading the files) and bpe.hpp (the encoding).
 #pragma once
 
 #include <cstdint>
@@ -15,30 +16,10 @@
 
 namespace trainer::data {
 
-// Appends the UTF-8 encoding of code point `cp`.
-void append_utf8(std::string& out, char32_t cp);
-
-// Replaces every ill-formed UTF-8 sequence in `text` by U+FFFD, one per maximal subpart (the
-// Unicode recommendation that Python's errors="replace", browsers and Node follow), and
-// returns how many were replaced.
-size_t sanitize_utf8(std::string& text);
-
-// Unicode general categories L (letters) and N (numbers), from the generated
-// src/data/unicode_tables.cpp, and JavaScript's \s (what the reference encoder's regex uses).
-bool is_letter(char32_t c);
-bool is_number(char32_t c);
-bool is_space(char32_t c);
-
-// GPT-2's pre-tokenizer: splits text into the pieces the regex
-//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// matches one after another, written out by hand over code points. Bytes that are not valid
-// UTF-8 count as punctuation (neither letter, number nor space), one piece of it each.
-std::vector<std::string_view> gpt2_pretokenize(std::string_view text);
-
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // Token ids of any bytes (prepare-data passes valid UTF-8, see sanitize_utf8). Safe to call
+  // Token ids of any bytes (prepare-data passes valid UTF-8: utf8.hpp's sanitize_utf8). Safe to call
   // from several threads at once.
   virtual std::vector<std::int32_t> encode(std::string_view text) const = 0;
   // The bytes the ids stand for; decode(encode(t)) == t. Throws std::out_of_range on an id
@@ -70,11 +51,12 @@ struct TokenizerFiles {
 // "<|endoftext|>" (50256). A tokenizer.json must have model.type BPE (no dropout, subword
 // prefix/suffix or byte fallback; ignore_merges as Llama 3 sets it), no normalizer, and a
 // pre_tokenizer that is GPT-2's (ByteLevel with its regex) or Llama 3's (a Sequence of Split by
-// a regex, behavior Isolated, and ByteLevel without regex), without prefix space; the Split
-// regex runs in PCRE2 (regex.hpp). Its added_tokens join the vocabulary, and the
-// end-of-document token is <|endoftext|>, <|end_of_text|> or else the first special one. Special tokens inside
-// a document are ordinary text, as in the reference encoder. Throws DataError naming the file
-// (and line or merge) for a missing or malformed file, and naming the flags for a bad mix.
+// a regex, behavior Isolated, and ByteLevel without regex), without prefix space. Either
+// pre-tokenizer regex runs in PCRE2, so "gpt2" needs libpcre2-8.so.0 at run time (regex.hpp).
+// Its added_tokens join the vocabulary, and the end-of-document token is <|endoftext|>,
+// <|end_of_text|> or else the first special one. Special tokens inside a document are ordinary
+// text, as in the reference encoder. Throws DataError naming the file (and line or merge) for a
+// missing or malformed file, and naming the flags for a bad mix.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerFiles& files);
 
 }  // namespace trainer::data

@@ -8,14 +8,13 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "model/flops.hpp"
 #include "runtime/device.hpp"
 
 namespace trainer::metrics {
-
-std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.9g}", x) : "null"; }
 
 Throughput throughput(const ModelConfig& m, double tokens_per_step, double step_seconds,
                       int world_size, double peak_tflops) {
@@ -120,7 +119,7 @@ void StepLogger::step(const StepRecord& r) {
                comm_.device().is_cuda() ? fmt::format(" | gpu {:.0f}/{:.0f} MB", gpu.allocated_peak_mb, gpu.reserved_peak_mb)
                                         : std::string(),
                r.skipped, eta);
-  // The figures both files carry; "skipped" prints as an integer through {:.9g}.
+  // The figures both files carry (metrics.jsonl writes the counts among them as integers).
   std::vector<std::pair<const char*, double>> figures = {
       {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", th.tokens_per_s},
       {"tflops_per_rank", th.tflops_per_rank}, {"mfu", th.mfu}, {"step_s", t.total},
@@ -133,10 +132,16 @@ void StepLogger::step(const StepRecord& r) {
     figures.emplace_back("gpu_max_reserved_mb", gpu.reserved_peak_mb);
   }
   if (jsonl_.is_open()) {
-    jsonl_ << "{\"step\":" << step;
-    for (const auto& [name, value] : figures) jsonl_ << ",\"" << name << "\":" << json_number(value);
-    jsonl_ << ",\"max_in_flight\":" << r.max_in_flight << ",\"buckets_overlapped\":" << r.buckets_overlapped
-           << ",\"buckets\":" << r.buckets << "}\n";
+    nlohmann::ordered_json line = {{"step", step}};
+    for (const auto& [name, value] : figures) line[name] = value;  // a non-finite double dumps as null
+    line["skipped"] = r.skipped;
+    line["tp_bytes"] = r.bytes.tp;
+    line["pp_bytes"] = r.bytes.pp;
+    line["dp_bytes"] = r.bytes.dp;
+    line["max_in_flight"] = r.max_in_flight;
+    line["buckets_overlapped"] = r.buckets_overlapped;
+    line["buckets"] = r.buckets;
+    jsonl_ << line.dump() << "\n";
     jsonl_.flush();
   }
   if (tensorboard_)
@@ -148,8 +153,7 @@ void StepLogger::eval(int step, double loss) {
   const double perplexity = std::exp(loss);
   spdlog::info("eval step {}/{} | loss {:.6f} | perplexity {:.3f}", step, cfg_.train.steps, loss, perplexity);
   if (jsonl_.is_open()) {
-    jsonl_ << "{\"step\":" << step << ",\"eval_loss\":" << json_number(loss)
-           << ",\"eval_ppl\":" << json_number(perplexity) << "}\n";
+    jsonl_ << nlohmann::ordered_json{{"step", step}, {"eval_loss", loss}, {"eval_ppl", perplexity}}.dump() << "\n";
     jsonl_.flush();
   }
   if (tensorboard_) {

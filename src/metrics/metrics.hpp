@@ -1,6 +1,7 @@
 // What a run reports: the startup summary, one step line per logging.interval steps, and the
-// same figures as one JSON object per line in <logging.dir>/metrics.jsonl and as TensorBoard
-// scalars in <logging.dir>/events.out.tfevents.*.
+// same figures as one JSON object per line in <logging.dir>/metrics.jsonl (doubles at full
+// precision, counts as integers, a non-finite figure as null: JSON has no NaN or infinity) and
+// as TensorBoard scalars in <logging.dir>/events.out.tfevents.*.
 #pragma once
 
 #include <cstdint>
@@ -47,10 +48,6 @@ Throughput throughput(const ModelConfig& m, double tokens_per_step, double step_
                       int world_size, double peak_tflops);
 
 double peak_rss_mb();
-
-// A number as JSON writes it: 9 significant digits; JSON has no NaN or infinity, so a
-// non-finite figure is null.
-std::string json_number(double x);
 
 class StepLogger {
  public:

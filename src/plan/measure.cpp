@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "distributed/comm.hpp"
@@ -18,6 +17,7 @@
 #include "metrics/peak.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/device.hpp"
+#include "runtime/files.hpp"
 
 namespace trainer::plan {
 namespace {
@@ -77,10 +77,9 @@ CommFigures bench_comm(const distributed::JobEnv& job, const std::string& output
   f.gbs = ring / slope / 1e9;
   f.latency_us = std::max(points.front().second - points.front().first * slope, 0.0) / steps * 1e6;
   if (job.rank == 0) {
-    std::ostringstream json;
-    json << "{\"latency_us\": " << f.latency_us << ", \"gbs\": " << f.gbs << "}";
-    if (output.empty()) std::cout << json.str() << std::endl;
-    else std::ofstream(output) << json.str() << "\n";
+    const std::string json = nlohmann::ordered_json{{"latency_us", f.latency_us}, {"gbs", f.gbs}}.dump() + "\n";
+    if (output.empty()) std::cout << json << std::flush;
+    else runtime::write_file_atomic(output, json);
   }
   return f;
 }
@@ -93,11 +92,16 @@ CommFigures measure_comm() {
   if (int rc = distributed::launch_local(o); rc != 0)
     throw std::runtime_error("bench-comm failed with exit code " + std::to_string(rc));
   std::ifstream in(file);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::filesystem::remove(file);
   CommFigures f;
-  if (std::sscanf(text.c_str(), "{\"latency_us\": %lf, \"gbs\": %lf}", &f.latency_us, &f.gbs) != 2)
-    throw std::runtime_error("bench-comm wrote no figures");
+  try {
+    const nlohmann::json figures = nlohmann::json::parse(text);
+    f.latency_us = figures.at("latency_us").get<double>();
+    f.gbs = figures.at("gbs").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("bench-comm wrote no figures: ") + e.what());
+  }
   return f;
 }
 

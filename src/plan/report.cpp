@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
-
-#include "metrics/metrics.hpp"
+#include <nlohmann/json.hpp>
 
 namespace trainer::plan {
 namespace {
 
-using metrics::json_number;
+// Members in the order written: layout first, then memory, time and throughput.
+using Json = nlohmann::ordered_json;
 
 double gb(double bytes) { return bytes / 1e9; }
 
@@ -30,28 +30,39 @@ std::string why_not(const Prediction& p) {
                      term, gb(bytes));
 }
 
-// {"name": value, ...} of `terms`, each divided by `unit`, then `extra` members.
-std::string json_members(const std::vector<std::pair<const char*, double>>& terms, double unit, const std::string& extra) {
-  std::string out = "{";
-  for (const auto& [name, value] : terms) out += fmt::format("\"{}\": {}, ", name, json_number(value / unit));
-  return out + extra + "}";
+// {"name": value, ...} of `terms`, each divided by `unit`.
+Json json_terms(const std::vector<std::pair<const char*, double>>& terms, double unit) {
+  Json out = Json::object();
+  for (const auto& [name, value] : terms) out[name] = value / unit;
+  return out;
 }
 
-std::string json_of(const Prediction& p) {
+Json json_of(const Prediction& p) {
   const Layout& l = p.layout;
   const Memory& m = p.memory;
   const Time& t = p.time;
-  return fmt::format(
-      "{{\"dp\": {}, \"pp\": {}, \"tp\": {}, \"virtual_stages\": {}, \"micro_batch_size\": {}, \"schedule\": \"{}\", "
-      "\"recompute\": \"{}\", \"zero_stage\": {}, \"sequence_parallel\": {}, \"memory_gb\": {}, \"fits\": {}, "
-      "\"time_s\": {}, \"tokens_per_s\": {}, \"model_tflops\": {}, \"hardware_tflops\": {}, \"mfu\": {}}}",
-      l.dp, l.pp, l.tp, l.virtual_stages, l.micro_batch_size, name_of(l.schedule), name_of(l.recompute), static_cast<int>(l.zero_stage),
-      l.sequence_parallel ? "true" : "false",
-      json_members(m.terms(), 1e9,
-                   fmt::format("\"total\": {}, \"available\": {}, \"stage\": {}", json_number(gb(m.total())),
-                               json_number(gb(p.available)), m.stage)),
-      p.fits ? "true" : "false", json_members(t.terms(), 1, "\"step\": " + json_number(t.step())),
-      json_number(p.tokens_per_s), json_number(p.model_tflops), json_number(p.hardware_tflops), json_number(p.mfu));
+  Json memory = json_terms(m.terms(), 1e9);
+  memory["total"] = gb(m.total());
+  memory["available"] = gb(p.available);
+  memory["stage"] = m.stage;
+  Json seconds = json_terms(t.terms(), 1);
+  seconds["step"] = t.step();
+  return {{"dp", l.dp},
+          {"pp", l.pp},
+          {"tp", l.tp},
+          {"virtual_stages", l.virtual_stages},
+          {"micro_batch_size", l.micro_batch_size},
+          {"schedule", name_of(l.schedule)},
+          {"recompute", name_of(l.recompute)},
+          {"zero_stage", static_cast<int>(l.zero_stage)},
+          {"sequence_parallel", l.sequence_parallel},
+          {"memory_gb", memory},
+          {"fits", p.fits},
+          {"time_s", seconds},
+          {"tokens_per_s", p.tokens_per_s},
+          {"model_tflops", p.model_tflops},
+          {"hardware_tflops", p.hardware_tflops},
+          {"mfu", p.mfu}};
 }
 
 // "name value  name value ..." of `terms`, each divided by `unit`.
@@ -92,18 +103,30 @@ std::string as_table(const Report& r) {
 std::string as_json(const Report& r) {
   const auto [fit, no_fit] = best(r);
   const Hardware& h = *r.hardware;
-  std::string out = fmt::format(
-      "{{\"model\": \"{}\", \"gpus\": {}, \"global_batch_size\": {}, \"hardware\": {{\"name\": \"{}\", \"memory_gb\": {}, "
-      "\"bf16_tflops\": {}, \"fp32_tflops\": {}, \"memory_gbs\": {}, \"intra_gbs\": {}, \"inter_gbs\": {}, "
-      "\"intra_latency_us\": {}, \"inter_latency_us\": {}}}, \"considered\": {}, \"layouts\": [",
-      r.model, r.gpus, r.global_batch_size, h.name, json_number(h.memory_gb), json_number(h.bf16_tflops),
-      json_number(h.fp32_tflops), json_number(h.memory_gbs), json_number(h.intra_gbs), json_number(h.inter_gbs),
-      json_number(h.intra_latency_us), json_number(h.inter_latency_us), r.predictions.size());
-  for (size_t i = 0; i < fit.size(); ++i) out += (i ? ", " : "") + json_of(*fit[i]);
-  out += "], \"not_fitting\": [";
-  for (size_t i = 0; i < no_fit.size(); ++i)
-    out += (i ? ", " : "") + json_of(*no_fit[i]).insert(1, "\"why\": \"" + why_not(*no_fit[i]) + "\", ");
-  return out + "]}\n";
+  Json layouts = Json::array(), not_fitting = Json::array();
+  for (const Prediction* p : fit) layouts.push_back(json_of(*p));
+  for (const Prediction* p : no_fit) {
+    Json entry = {{"why", why_not(*p)}};
+    entry.update(json_of(*p));
+    not_fitting.push_back(entry);
+  }
+  const Json out = {{"model", r.model},
+                    {"gpus", r.gpus},
+                    {"global_batch_size", r.global_batch_size},
+                    {"hardware",
+                     {{"name", h.name},
+                      {"memory_gb", h.memory_gb},
+                      {"bf16_tflops", h.bf16_tflops},
+                      {"fp32_tflops", h.fp32_tflops},
+                      {"memory_gbs", h.memory_gbs},
+                      {"intra_gbs", h.intra_gbs},
+                      {"inter_gbs", h.inter_gbs},
+                      {"intra_latency_us", h.intra_latency_us},
+                      {"inter_latency_us", h.inter_latency_us}}},
+                    {"considered", r.predictions.size()},
+                    {"layouts", layouts},
+                    {"not_fitting", not_fitting}};
+  return out.dump() + "\n";
 }
 
 std::string breakdown(const Prediction& p) {

@@ -7,11 +7,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "data/indexed_dataset.hpp"
 #include "data/json.hpp"
+#include "data/pretokenizer.hpp"
 #include "data/tokenizer.hpp"
+#include "data/utf8.hpp"
 #include "helpers.hpp"
 
 using namespace trainer::data;
@@ -72,15 +75,7 @@ std::vector<std::vector<std::int32_t>> read_id_lines(const std::string& path) {
 std::vector<std::string> sample_texts(size_t* replaced = nullptr) {
   std::vector<std::string> out;
   std::ifstream in(data_file("gpt2_samples.jsonl"));
-  for (std::string line; std::getline(in, line);) {
-    JsonReader json(line);
-    json.begin_object();
-    for (std::string key; json.next_member(key);) {
-      if (key == "text") out.push_back(json.string());
-      else json.skip_value();
-    }
-    if (replaced) *replaced += json.replaced();
-  }
+  for (std::string line; std::getline(in, line);) out.push_back(parse_json(line, replaced).at("text").get<std::string>());
   return out;
 }
 
@@ -232,10 +227,31 @@ TEST_CASE("GPT-2 pre-tokenizer splits like the regex", "[data]") {
   CHECK(gpt2_pretokenize("end   ") == V{"end", "   "});          // trailing run kept whole
   CHECK(gpt2_pretokenize("ab12?!'s") == V{"ab", "12", "?!'", "s"});
   CHECK(gpt2_pretokenize(" \xC3\xA9t\xC3\xA9 42") == V{" \xC3\xA9t\xC3\xA9", " 42"});  // " été 42"
-  CHECK(is_letter(U'語'));
-  CHECK(is_number(U'½'));
-  CHECK(!is_letter(U'\u0301'));  // a combining mark is neither
-  CHECK(is_space(U'\u3000'));
+  CHECK(gpt2_pretokenize("\xE8\xAA\x9E\xC2\xBD") == V{"\xE8\xAA\x9E", "\xC2\xBD"});  // 語 a letter, ½ a number
+  CHECK(gpt2_pretokenize("e\xCC\x81") == V{"e", "\xCC\x81"});  // a combining mark is neither
+  // \s is JavaScript's: U+FEFF is whitespace and U+0085 is not (PCRE2's own \s: the reverse).
+  CHECK(gpt2_pretokenize("x\xEF\xBB\xBF\xEF\xBB\xBFy") == V{"x", "\xEF\xBB\xBF", "\xEF\xBB\xBF", "y"});
+  CHECK(gpt2_pretokenize("x\xC2\x85\xC2\x85y") == V{"x", "\xC2\x85\xC2\x85", "y"});
+  CHECK(gpt2_pretokenize("a\xE3\x80\x80\xE3\x80\x80") == V{"a", "\xE3\x80\x80\xE3\x80\x80"});  // U+3000 twice, at the end
+}
+
+TEST_CASE("JSON: \\u escapes of lone surrogates become U+FFFD, which nlohmann::json alone refuses", "[data]") {
+  const std::string text = R"({"cut": "x\ud800y", "low": "\udc00", "pair": "\ud83d\ude00",)"
+                           R"( "high_then_pair": "\ud800\ud800\udc00", "escaped": "\\ud800", "last": "\uDBFF"})";
+  CHECK_THROWS_AS(nlohmann::json::parse(text), nlohmann::json::parse_error);
+  size_t replaced = 0;
+  const nlohmann::json json = parse_json(text, &replaced);
+  CHECK(replaced == 4);
+  CHECK(json.at("cut") == "x\xEF\xBF\xBDy");
+  CHECK(json.at("low") == "\xEF\xBF\xBD");
+  CHECK(json.at("pair") == "\xF0\x9F\x98\x80");                          // U+1F600
+  CHECK(json.at("high_then_pair") == "\xEF\xBF\xBD\xF0\x90\x80\x80");  // U+FFFD, U+10000
+  CHECK(json.at("escaped") == "\\ud800");                                   // an escaped backslash, then text
+  CHECK(json.at("last") == "\xEF\xBF\xBD");
+  std::string same_length = R"("\ud800")";
+  CHECK(replace_lone_surrogates(same_length) == 1);
+  CHECK(same_length == R"("\uFFFD")");
+  CHECK_THROWS_WITH(parse_json("{\"a\": tru}"), Catch::Contains("invalid JSON") && Catch::Contains("invalid literal"));
 }
 
 TEST_CASE("byte tokenizer: bytes are ids, 256 is end-of-document", "[data]") {
@@ -488,9 +504,9 @@ TEST_CASE("prepare-data: each bad input exits 2, names it, and leaves no output"
       {{"--input", dir.file("missing.txt"), "--tokenizer", "byte"}, {"missing.txt", "no such file"}},
       {{"--input", dir.file("empty.txt"), "--tokenizer", "byte"}, {"empty input"}},
       {{"--input", dir.file("empty_dir"), "--tokenizer", "byte"}, {"empty_dir", "no files"}},
-      {{"--input", dir.file("bad.jsonl"), "--tokenizer", "byte"}, {"bad.jsonl:2", "unterminated string"}},
+      {{"--input", dir.file("bad.jsonl"), "--tokenizer", "byte"}, {"bad.jsonl:2", "missing closing quote"}},
       {{"--input", dir.file("notext.jsonl"), "--tokenizer", "byte"}, {"notext.jsonl:1", "no \"text\" field"}},
-      {{"--input", dir.file("nonstring.jsonl"), "--tokenizer", "byte"}, {"nonstring.jsonl:1", "expected '\"'"}},
+      {{"--input", dir.file("nonstring.jsonl"), "--tokenizer", "byte"}, {"nonstring.jsonl:1", "\"text\" is not a string"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2"}, {"--vocab-file", "--merges-file"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "gpt2", "--vocab-file", dir.file("nope.json"), "--merges-file", bpe},
        {"nope.json", "No such file"}},
@@ -509,7 +525,7 @@ TEST_CASE("prepare-data: each bad input exits 2, names it, and leaves no output"
       {hf_case(3), {"hf3.json", "a normalizer is set"}},
       {hf_case(4), {"hf4.json", "model.byte_fallback is true"}},
       {hf_case(5), {"hf5.json: model.merges[0]", "no token 'nosuchtoken'"}},
-      {hf_case(6), {"hf6.json", "expected true or false"}},
+      {hf_case(6), {"hf6.json", "invalid literal"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--val-fraction", "1.5"}, {"--val-fraction"}},
       {{"--input", dir.file("ok.txt"), "--tokenizer", "byte", "--val-fraction", "0.1"}, {"at least 2 documents"}},
   };

@@ -3,6 +3,7 @@
 // else.
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "config/config.hpp"
@@ -34,14 +35,12 @@ std::string mutate(std::string text, std::mt19937& rng) {
 // (whose results are ids 256..299, in merge order), and <|endoftext|> as an added token.
 std::string small_tokenizer_json() {
   const std::string dir = testing::source_dir() + "/tests/data/gpt2/";
-  const std::string encoder = testing::read_file(dir + "encoder.json");
-  trainer::data::JsonReader json(encoder);
+  const nlohmann::json encoder = trainer::data::parse_json(testing::read_file(dir + "encoder.json"));
   std::string vocab;
-  json.begin_object();
-  for (std::string token; json.next_member(token);) {
-    const auto id = json.integer();
+  for (const auto& item : encoder.items()) {
+    const auto id = item.value().get<std::int64_t>();
     if (id >= 300) continue;
-    vocab += (vocab.empty() ? "" : ",") + testing::json_quoted(token) + ":" + std::to_string(id);
+    vocab += (vocab.empty() ? "" : ",") + testing::json_quoted(item.key()) + ":" + std::to_string(id);
   }
   std::string merges;
   std::ifstream in(dir + "vocab.bpe");
