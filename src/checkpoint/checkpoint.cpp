@@ -30,23 +30,40 @@ std::string step_name(int step) {
 
 std::string rank_base(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank); }
 
+// Where this rank's optimizer shard meets one parameter: bucket `bucket`, elements [at, at + n)
+// of the shard, [first, first + n) of the parameter (flattened).
+struct ShardRange {
+  size_t bucket;
+  const model::Param& param;
+  int64_t at, first, n;
+};
+
+// Calls fn(ShardRange) for every parameter range inside this rank's optimizer shard.
+template <typename Fn> void for_each_shard_range(data_parallel::DataParallel& dp, Fn&& fn) {
+  const auto& buckets = dp.buckets();
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const auto& b = buckets[i];
+    data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
+      fn(ShardRange{i, *s.param, begin - b.shard_begin, begin - s.offset, n});
+    });
+  }
+}
+
 // For each parameter, the part inside this rank's optimizer shard of its fp32 master weights
 // (saved under the parameter's name, whatever dtype the model computes in) and, given the
 // optimizer, of its AdamW moments.
 std::vector<Piece> shard_pieces(data_parallel::DataParallel& dp, optim::AdamW* optimizer) {
   std::vector<Piece> pieces;
-  auto& buckets = dp.buckets();
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    const auto& b = buckets[i];
-    data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
-      const int64_t at = begin - b.shard_begin, first = begin - s.offset;
-      const std::string& name = s.param->info.name;
-      pieces.push_back(range_piece(*s.param, name, first, first + n, b.main_params.narrow(0, at, n)));
-      if (!optimizer) return;
-      pieces.push_back(range_piece(*s.param, name + ".exp_avg", first, first + n, optimizer->exp_avg()[i].narrow(0, at, n)));
-      pieces.push_back(range_piece(*s.param, name + ".exp_avg_sq", first, first + n, optimizer->exp_avg_sq()[i].narrow(0, at, n)));
-    });
-  }
+  for_each_shard_range(dp, [&](const ShardRange& r) {
+    const std::string& name = r.param.info.name;
+    auto piece = [&](const std::string& key, const at::Tensor& flat) {
+      pieces.push_back(range_piece(r.param, key, r.first, r.first + r.n, flat.narrow(0, r.at, r.n)));
+    };
+    piece(name, dp.buckets()[r.bucket].main_params);
+    if (!optimizer) return;
+    piece(name + ".exp_avg", optimizer->exp_avg()[r.bucket]);
+    piece(name + ".exp_avg_sq", optimizer->exp_avg_sq()[r.bucket]);
+  });
   return pieces;
 }
 
@@ -222,16 +239,11 @@ TrainState load(const std::string& dir, const Config& cfg, std::vector<model::Pa
   const auto full = load_full(dir, cfg, names);
   copy_params(full, dir, params, &dp);
   // The moments: the part of each parameter inside this rank's optimizer shard.
-  auto& buckets = dp.buckets();
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    const auto& b = buckets[i];
-    data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
-      const int64_t at = begin - b.shard_begin, first = begin - s.offset;
-      const std::string& name = s.param->info.name;
-      optimizer.exp_avg()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg", *s.param).narrow(0, first, n));
-      optimizer.exp_avg_sq()[i].narrow(0, at, n).copy_(local_flat(full, dir, name + ".exp_avg_sq", *s.param).narrow(0, first, n));
-    });
-  }
+  for_each_shard_range(dp, [&](const ShardRange& r) {
+    for (auto [moment, key] : {std::pair{&optimizer.exp_avg(), ".exp_avg"}, {&optimizer.exp_avg_sq(), ".exp_avg_sq"}})
+      (*moment)[r.bucket].narrow(0, r.at, r.n).copy_(
+          local_flat(full, dir, r.param.info.name + key, r.param).narrow(0, r.first, r.n));
+  });
   optimizer.set_steps_taken(meta["adam_steps"].as<int>());
   TrainState state;
   state.step = meta["step"].as<int>();

@@ -113,10 +113,15 @@ void add_config(CLI::App* sub, ConfigArgs& c) {
   sub->add_option("--set", c.sets, "override: section.key=value (repeatable)")->take_all()->allow_extra_args(false);
 }
 
-// Registers `sub`'s action: `run` returns the exit code, which lands in `exit_code`.
+// A subcommand whose options fill a fresh `Options` and whose action `run(options)` returns the
+// exit code, which lands in `exit_code` (CLI11 runs it inside parse).
 template <typename Options, typename Run>
-void on_run(CLI::App* sub, std::shared_ptr<Options> opts, int& exit_code, Run run) {
+std::pair<CLI::App*, std::shared_ptr<Options>> subcommand(CLI::App& app, int& exit_code, Run run, const char* name,
+                                                         const char* help) {
+  auto* sub = app.add_subcommand(name, help);
+  auto opts = std::make_shared<Options>();
   sub->callback([opts, run, &exit_code] { exit_code = run(*opts); });
+  return {sub, opts};
 }
 
 struct RendezvousFlags {
@@ -162,8 +167,9 @@ int run_train(TrainArgs& a) {
 }
 
 void add_train(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("train", "train a model");
-  auto a = std::make_shared<TrainArgs>();
+  auto [sub, a] = subcommand<TrainArgs>(
+      app, exit_code, run_train, "train",
+      "train a model");
   add_config(sub, a->config);
   sub->add_option("--rank", a->rdzv.rank, "this process's rank (instead of the environment)");
   sub->add_option("--world-size", a->rdzv.world_size, "number of processes");
@@ -175,7 +181,6 @@ void add_train(CLI::App& app, int& exit_code) {
   sub->add_option("--dump", a->options.hooks.dump_dir, "write losses, final parameters and gradients here")->group("");
   sub->add_option("--inject-nonfinite-step", a->options.hooks.inject_nonfinite_step, "poison a gradient at this step")
       ->group("");
-  on_run(sub, a, exit_code, run_train);
 }
 
 // `trainer check-config`.
@@ -198,23 +203,25 @@ int run_check_config(const CheckArgs& a) {
 }
 
 void add_check_config(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("check-config", "validate a config and print it resolved");
-  auto a = std::make_shared<CheckArgs>();
+  auto [sub, a] = subcommand<CheckArgs>(
+      app, exit_code, run_check_config, "check-config",
+      "validate a config and print it resolved");
   add_config(sub, a->config);
   sub->add_option("--world-size", a->world, "also check against this many processes");
-  on_run(sub, a, exit_code, run_check_config);
 }
 
 // `trainer launch`.
+int run_launch(distributed::LaunchOptions& l) {
+  l.worker_bytes = PlanConfig{}.cpu_process_mb * 1e6;  // the smallest trainer process, measured
+  return distributed::launch_local(l);
+}
+
 void add_launch(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("launch", "start N local worker processes of trainer");
-  auto o = std::make_shared<distributed::LaunchOptions>();
+  auto [sub, o] = subcommand<distributed::LaunchOptions>(
+      app, exit_code, run_launch, "launch",
+      "start N local worker processes of trainer");
   sub->add_option("--nproc", o->nproc, "number of processes")->required();
   sub->add_option("command", o->args, "subcommand and arguments, after --")->required();
-  on_run(sub, o, exit_code, [](distributed::LaunchOptions& l) {
-    l.worker_bytes = PlanConfig{}.cpu_process_mb * 1e6;  // the smallest trainer process, measured
-    return distributed::launch_local(l);
-  });
 }
 
 // `trainer verify`: every layout trains the same steps (each as `train --dump`), then one table.
@@ -289,13 +296,13 @@ int run_verify(VerifyArgs a) {
 }
 
 void add_verify(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("verify", "run the same steps at several layouts and compare losses");
-  auto a = std::make_shared<VerifyArgs>();
+  auto [sub, a] = subcommand<VerifyArgs>(
+      app, exit_code, run_verify, "verify",
+      "run the same steps at several layouts and compare losses");
   add_config(sub, a->config);
   sub->add_option("--layouts", a->layouts, "comma-separated DPxPPxTP, e.g. 1x1x1,2x2x2")->required();
   sub->add_option("--steps", a->steps, "steps per layout (default: train.steps)");
   sub->add_option("--tolerance", a->tolerance, "largest allowed relative loss difference");
-  on_run(sub, a, exit_code, run_verify);
 }
 
 // `trainer export`.
@@ -306,9 +313,16 @@ struct ExportArgs {
   DType dtype = DType::Fp32;
 };
 
+int run_export(const ExportArgs& e) {
+  const int n = checkpoint::export_model(e.checkpoint, e.output, e.format, e.max_shard_mb, runtime::scalar_type(e.dtype));
+  std::cout << "wrote " << n << " tensors to " << e.output << std::endl;
+  return 0;
+}
+
 void add_export(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("export", "write a checkpoint's full model for other tools");
-  auto a = std::make_shared<ExportArgs>();
+  auto [sub, a] = subcommand<ExportArgs>(
+      app, exit_code, run_export, "export",
+      "write a checkpoint's full model for other tools");
   sub->add_option("--checkpoint", a->checkpoint, "checkpoint step directory or checkpoint.dir")->required();
   sub->add_option("--output", a->output, "output .safetensors file, or directory with --format hf")->required();
   sub->add_option("--format", a->format, "safetensors (one file) or hf (a Hugging Face model directory)")
@@ -317,11 +331,6 @@ void add_export(CLI::App& app, int& exit_code) {
   sub->add_option("--max-shard-mb", a->max_shard_mb, "with --format hf: largest safetensors shard");
   sub->add_option("--dtype", a->dtype, "fp32 (default) or bf16: the dtype of the written tensors")
       ->transform(config_choices<DType>());
-  on_run(sub, a, exit_code, [](const ExportArgs& e) {
-    const int n = checkpoint::export_model(e.checkpoint, e.output, e.format, e.max_shard_mb, runtime::scalar_type(e.dtype));
-    std::cout << "wrote " << n << " tensors to " << e.output << std::endl;
-    return 0;
-  });
 }
 
 // `trainer import-hf`.
@@ -329,16 +338,18 @@ struct ImportArgs {
   std::string model, output;
 };
 
+int run_import_hf(const ImportArgs& i) {
+  const std::string step = checkpoint::import_hf(i.model, i.output);  // throws before anything is printed
+  std::cout << "wrote " << step << std::endl;
+  return 0;
+}
+
 void add_import_hf(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("import-hf", "turn a Hugging Face Llama or GPT-2 model into a trainer checkpoint");
-  auto a = std::make_shared<ImportArgs>();
+  auto [sub, a] = subcommand<ImportArgs>(
+      app, exit_code, run_import_hf, "import-hf",
+      "turn a Hugging Face Llama or GPT-2 model into a trainer checkpoint");
   sub->add_option("--model", a->model, "directory with config.json and model.safetensors (or its index)")->required();
   sub->add_option("--output", a->output, "checkpoint directory to write (step 0)")->required();
-  on_run(sub, a, exit_code, [](const ImportArgs& i) {
-    const std::string step = checkpoint::import_hf(i.model, i.output);  // throws before anything is printed
-    std::cout << "wrote " << step << std::endl;
-    return 0;
-  });
 }
 
 // `trainer eval`: the checkpoint's model (its config.yaml, or a Hugging Face config.json) with
@@ -363,8 +374,9 @@ int run_eval(const EvalArgs& a) {
 }
 
 void add_eval(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("eval", "mean next-token loss and perplexity of a checkpoint on a prepared dataset");
-  auto a = std::make_shared<EvalArgs>();
+  auto [sub, a] = subcommand<EvalArgs>(
+      app, exit_code, run_eval, "eval",
+      "mean next-token loss and perplexity of a checkpoint on a prepared dataset");
   sub->add_option("--checkpoint", a->options.checkpoint,
                   "checkpoint step directory, checkpoint.dir, or a Hugging Face model directory")
       ->required();
@@ -373,7 +385,6 @@ void add_eval(CLI::App& app, int& exit_code) {
   sub->add_option("--set", a->sets, "override (the layout, micro-batch...): section.key=value")
       ->take_all()
       ->allow_extra_args(false);
-  on_run(sub, a, exit_code, run_eval);
 }
 
 // --tokenizer and its files, shared by prepare-data and generate; returns --tokenizer.
@@ -386,9 +397,15 @@ CLI::Option* add_tokenizer_options(CLI::App* app, data::TokenizerFiles& files) {
 }
 
 // `trainer generate`.
+int run_generate(const GenerateOptions& o) {
+  std::cout << generate(o) << std::endl;
+  return 0;
+}
+
 void add_generate(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("generate", "sample text from a checkpoint");
-  auto g = std::make_shared<GenerateOptions>();
+  auto [sub, g] = subcommand<GenerateOptions>(
+      app, exit_code, run_generate, "generate",
+      "sample text from a checkpoint");
   sub->add_option("--checkpoint", g->checkpoint, "checkpoint step directory or checkpoint.dir")->required();
   sub->add_option("--prompt", g->prompt, "text to continue");
   sub->add_option("--max-new-tokens", g->max_new_tokens, "tokens to generate");
@@ -396,10 +413,6 @@ void add_generate(CLI::App& app, int& exit_code) {
   sub->add_option("--top-k", g->top_k, "sample among the k most likely tokens; 0 = all");
   sub->add_option("--seed", g->seed, "sampling seed");
   add_tokenizer_options(sub, g->tokenizer);
-  on_run(sub, g, exit_code, [](const GenerateOptions& o) {
-    std::cout << generate(o) << std::endl;
-    return 0;
-  });
 }
 
 // `trainer bench-peak`.
@@ -423,14 +436,14 @@ int run_bench_peak(const PeakArgs& a) {
 }
 
 void add_bench_peak(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("bench-peak", "measure this machine's matmul TFLOP/s (for runtime.peak_tflops)");
-  auto a = std::make_shared<PeakArgs>();
+  auto [sub, a] = subcommand<PeakArgs>(
+      app, exit_code, run_bench_peak, "bench-peak",
+      "measure this machine's matmul TFLOP/s (for runtime.peak_tflops)");
   sub->add_option("--dtype", a->dtype, "fp32 or bf16")->transform(config_choices<DType>());
   sub->add_option("--size", a->size, "matrix size");
   sub->add_option("--seconds", a->seconds, "how long to measure");
   sub->add_option("--threads", a->threads, "intra-op threads (default: all cores)");
   sub->add_option("--device", a->device, "cpu, cuda or auto")->transform(config_choices<DeviceKind>());
-  on_run(sub, a, exit_code, run_bench_peak);
 }
 
 // `trainer plan`: the layouts of --gpus devices for this config's model and batch.
@@ -463,8 +476,9 @@ int run_plan(const PlanArgs& o) {
 }
 
 void add_plan(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("plan", "predict memory and speed of every layout of N devices (docs/plan.md)");
-  auto a = std::make_shared<PlanArgs>();
+  auto [sub, a] = subcommand<PlanArgs>(
+      app, exit_code, run_plan, "plan",
+      "predict memory and speed of every layout of N devices (docs/plan.md)");
   add_config(sub, a->config);
   sub->add_option("--gpus", a->gpus, "number of devices (processes for --gpu cpu)");
   sub->add_option("--gpu", a->gpu, "a100-80gb, h100-80gb, h200, or cpu (this machine, measured)")->required();
@@ -472,7 +486,6 @@ void add_plan(CLI::App& app, int& exit_code) {
   sub->add_option("--layout", a->layout, "DPxPPxTP: only this layout, the rest from the config");
   sub->add_option("--top", a->top, "layouts to show (default 5)");
   sub->add_flag("--json", a->json, "one JSON object instead of the table");
-  on_run(sub, a, exit_code, run_plan);
 }
 
 // `trainer bench-comm`: under `launch`, the measurement; on its own, two local processes of it.
@@ -493,10 +506,10 @@ int run_bench_comm(const CommArgs& a) {
 }
 
 void add_bench_comm(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("bench-comm", "time Gloo all-reduces between local processes (run under launch)");
-  auto a = std::make_shared<CommArgs>();
+  auto [sub, a] = subcommand<CommArgs>(
+      app, exit_code, run_bench_comm, "bench-comm",
+      "time Gloo all-reduces between local processes (run under launch)");
   sub->add_option("--output", a->output, "also write the figures to this JSON file");
-  on_run(sub, a, exit_code, run_bench_comm);
 }
 
 // `trainer config-keys`.
@@ -512,8 +525,9 @@ void add_config_keys(CLI::App& app, int& exit_code) {
 
 // `trainer prepare-data`.
 void add_prepare_data(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("prepare-data", "tokenize text into a Megatron .bin/.idx dataset");
-  auto p = std::make_shared<data::PrepareOptions>();
+  auto [sub, p] = subcommand<data::PrepareOptions>(
+      app, exit_code, data::prepare_data, "prepare-data",
+      "tokenize text into a Megatron .bin/.idx dataset");
   sub->add_option("--input", p->inputs, "text files, .jsonl/.json files ({\"text\": ...} per line) or directories")
       ->required();
   add_tokenizer_options(sub, p->tokenizer)->required();
@@ -521,7 +535,6 @@ void add_prepare_data(CLI::App& app, int& exit_code) {
   sub->add_option("--val-fraction", p->val_fraction, "last fraction of documents to PREFIX_val (rest: PREFIX_train)");
   sub->add_flag("--append-eod", p->append_eod, "append the end-of-document token to every document");
   sub->add_option("--workers", p->workers, "tokenizing threads (default: one per core)");
-  on_run(sub, p, exit_code, [](const data::PrepareOptions& o) { return data::prepare_data(o); });
 }
 
 // CLI11 reports a mistyped subcommand as "a subcommand is required"; name it instead.

@@ -10,10 +10,10 @@
 
 namespace trainer {
 
+// The ParallelConfig settings a layout search varies (plus optim.zero_stage), with the same
+// meaning; sequence_parallel is only ever true with tp > 1 here.
 struct Layout {
-  int dp = 1, pp = 1, tp = 1;
-  int virtual_stages = 1;
-  int micro_batch_size = 1;
+  int dp = 1, pp = 1, tp = 1, virtual_stages = 1, micro_batch_size = 1;
   Schedule schedule = Schedule::OneFOneB;
   Recompute recompute = Recompute::None;
   ZeroStage zero_stage = ZeroStage::None;

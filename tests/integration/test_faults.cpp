@@ -133,6 +133,15 @@ bool wait_for_text(const std::string& file, const std::string& text, int seconds
   return false;
 }
 
+// The two workers of start_launcher's job, once it has logged step 2.
+std::vector<pid_t> workers_at_step_2(const testing::TempDir& dir, pid_t launcher) {
+  REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
+  auto pids = processes_with(dir.file("ckpt"));
+  pids.erase(std::remove(pids.begin(), pids.end(), launcher), pids.end());
+  REQUIRE(pids.size() == 2);
+  return pids;
+}
+
 // Waits up to `seconds` for `pid` to exit; its exit code (128+signal), or -1 if it is still running.
 int wait_exit(pid_t pid, int seconds) {
   for (int i = 0; i < seconds * 10; ++i) {
@@ -195,10 +204,7 @@ TEST_CASE("a second SIGTERM or SIGINT kills workers that do not stop, and the la
   testing::TempDir dir;
   const pid_t launcher = start_launcher(dir, dir.file("log"));
   const KillGroupOnExit guard{launcher};
-  REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
-  auto pids = processes_with(dir.file("ckpt"));
-  pids.erase(std::remove(pids.begin(), pids.end(), launcher), pids.end());
-  REQUIRE(pids.size() == 2);
+  const auto pids = workers_at_step_2(dir, launcher);
   kill(pids.front(), SIGSTOP);  // a worker that cannot act on the forwarded signal
   const auto t0 = std::chrono::steady_clock::now();
   kill(launcher, SIGTERM);
@@ -246,10 +252,7 @@ TEST_CASE("a worker killed under trainer launch ends the job within the timeout 
   testing::TempDir dir;
   const pid_t launcher = start_launcher(dir, dir.file("log"));
   const KillGroupOnExit guard{launcher};
-  REQUIRE(wait_for_text(dir.file("log"), "step 2/", 90));
-  auto pids = processes_with(dir.file("ckpt"));
-  pids.erase(std::remove(pids.begin(), pids.end(), launcher), pids.end());
-  REQUIRE(pids.size() == 2);
+  const auto pids = workers_at_step_2(dir, launcher);
   const auto t0 = std::chrono::steady_clock::now();
   kill(pids.back(), SIGKILL);
   const int code = wait_exit(launcher, 8 + 10);

@@ -235,7 +235,7 @@ TEST_CASE("GPT-2 pre-tokenizer splits like the regex", "[data]") {
   CHECK(gpt2_pretokenize("a\xE3\x80\x80\xE3\x80\x80") == V{"a", "\xE3\x80\x80\xE3\x80\x80"});  // U+3000 twice, at the end
 }
 
-TEST_CASE("JSON: \\u escapes of lone surrogates become U+FFFD, which nlohmann::json alone refuses", "[data]") {
+TEST_CASE("JSON: u-escapes of lone UTF-16 surrogates become U+FFFD - which nlohmann::json alone refuses", "[data]") {
   const std::string text = R"({"cut": "x\ud800y", "low": "\udc00", "pair": "\ud83d\ude00",)"
                            R"( "high_then_pair": "\ud800\ud800\udc00", "escaped": "\\ud800", "last": "\uDBFF"})";
   CHECK_THROWS_AS(nlohmann::json::parse(text), nlohmann::json::parse_error);
