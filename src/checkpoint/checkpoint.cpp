@@ -176,18 +176,22 @@ at::Tensor local_flat(const std::map<std::string, at::Tensor>& full, const std::
   return t.reshape({-1});
 }
 
-// Every parameter takes its part of the full tensors (rounded to the model's dtype) and, with
-// `dp`, every master weight its fp32 value.
+// Every parameter takes its part of the full tensors (rounded to the model's dtype). With `dp`
+// the fp32 master weights of this rank's shard take theirs, and the parameters follow from them
+// as after an optimizer step (under ZeRO-3 only the shard a rank keeps).
 void copy_params(const std::map<std::string, at::Tensor>& full, const std::string& dir,
                  std::vector<model::Param>& params, data_parallel::DataParallel* dp = nullptr) {
   at::NoGradGuard no_grad;
-  for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
-  if (!dp) return;
+  if (!dp) {
+    for (auto& p : params) p.tensor.copy_(local_flat(full, dir, p.info.name, p).view(p.tensor.sizes()));
+    return;
+  }
   for (auto& b : dp->buckets())
     data_parallel::for_each_in_shard(b, [&](const data_parallel::Segment& s, int64_t begin, int64_t n) {
       b.main_params.narrow(0, begin - b.shard_begin, n)
           .copy_(local_flat(full, dir, s.param->info.name, *s.param).narrow(0, begin - s.offset, n));
     });
+  dp->publish_params();
 }
 
 // Every parameter (and master weight, with `dp`) takes its part of its full tensor in the
@@ -218,10 +222,12 @@ void load_params(const std::string& dir, const Config& cfg, std::vector<model::P
   copy_params_from(dir, params, nullptr);
 }
 
-std::vector<Piece> dump_pieces(const std::vector<model::Param>& params, data_parallel::DataParallel& dp) {
+std::vector<Piece> dump_pieces(data_parallel::DataParallel& dp) {
   std::vector<Piece> pieces = shard_pieces(dp, nullptr);
-  for (const auto& p : params)
-    pieces.push_back(range_piece(p, p.info.name + ".grad", 0, p.tensor.numel(), p.main_grad));
+  for_each_shard_range(dp, [&](const ShardRange& r) {
+    pieces.push_back(range_piece(r.param, r.param.info.name + ".grad", r.first, r.first + r.n,
+                                 dp.buckets()[r.bucket].shard_grads().narrow(0, r.at, r.n)));
+  });
   return pieces;
 }
 

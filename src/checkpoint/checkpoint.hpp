@@ -59,9 +59,9 @@ void load_params(const std::string& dir, const Config& cfg, std::vector<model::P
 std::map<std::string, at::Tensor> load_full(const std::string& dir, const Config& cfg,
                                             const std::set<std::string>& names);
 
-// What `train --dump` writes per rank: the fp32 master weights of this rank's optimizer shard
-// and every parameter's main gradient as "<name>.grad" (full tensors via read_full).
-std::vector<Piece> dump_pieces(const std::vector<model::Param>& params, data_parallel::DataParallel& dp);
+// What `train --dump` writes per rank: the fp32 master weights and the summed gradients
+// ("<name>.grad") of this rank's optimizer shard (full tensors via read_full).
+std::vector<Piece> dump_pieces(data_parallel::DataParallel& dp);
 
 // Removes leftovers of interrupted saves (rank 0, before training).
 void remove_partial_saves(const std::string& root);

@@ -29,7 +29,7 @@ template <> struct Choices<RopeScaling> { static constexpr const char* names[] =
 template <> struct Choices<Recompute> { static constexpr const char* names[] = {"none", "selective", "full"}; };
 template <> struct Choices<PlanAssumptions> { static constexpr const char* names[] = {"trainer", "megatron"}; };
 template <> struct Choices<Preflight> { static constexpr const char* names[] = {"error", "warn", "off"}; };
-template <> struct Choices<ZeroStage> { static constexpr const char* names[] = {"0", "1"}; };
+template <> struct Choices<ZeroStage> { static constexpr const char* names[] = {"0", "1", "2", "3"}; };
 template <> struct Choices<PipelineTransfers> { static constexpr const char* names[] = {"auto", "order-paired", "one-by-one"}; };
 
 template <typename T, typename = void> struct is_choice : std::false_type {};
@@ -290,6 +290,9 @@ const std::vector<Field>& schema() {
       field("parallel.pipeline_transfers", &C::parallel, &ParallelConfig::pipeline_transfers,
             "how pipeline transfers start: order-paired batches (NCCL's need), one by one with receives posted "
             "ahead (Gloo), auto = by the backend"),
+      field("parallel.fsdp_reshard_after_forward", &C::parallel, &ParallelConfig::fsdp_reshard_after_forward,
+            "zero_stage 3 without pp: free gathered parameters after each unit's forward (false: keep them "
+            "until its backward)"),
       field("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate"),
       field("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of decay"),
       field("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps"),
@@ -301,7 +304,8 @@ const std::vector<Field>& schema() {
       field("optim.grad_clip", &C::optim, &OptimConfig::grad_clip,
             "max global gradient norm; 0 disables"),
       field("optim.zero_stage", &C::optim, &OptimConfig::zero_stage,
-            "0 = none; 1 = shard optimizer state and fp32 master weights over dp"),
+            "0 = none; 1 = shard optimizer state and fp32 master weights over dp; 2 = also gradients; "
+            "3 = also parameters (FSDP)"),
       field("optim.bucket_mb", &C::optim, &OptimConfig::bucket_mb, "gradient bucket size (MB)"),
       field("optim.main_grad_dtype", &C::optim, &OptimConfig::main_grad_dtype,
             "dtype gradients accumulate in over microbatches and DP reduces (bf16 needs runtime.precision bf16)"),
@@ -698,6 +702,14 @@ void validate_precision(const Config& cfg) {
             "set runtime.precision=bf16, or runtime.fp32_residual=false");
 }
 
+// ZeRO over the DP group: stage 3 shards the parameters themselves, which needs a group to
+// shard over (with dp = 1 it would gather each unit from itself).
+void validate_sharding(const Config& cfg) {
+  if (cfg.optim.zero_stage == ZeroStage::Parameters && cfg.parallel.dp == 1)
+    invalid("optim.zero_stage", "3", "shards the parameters over data parallelism, but parallel.dp = 1",
+            "raise parallel.dp, or use optim.zero_stage=0 (nothing to shard over one rank)");
+}
+
 }  // namespace
 
 void validate(const Config& cfg, int world_size) {
@@ -716,6 +728,7 @@ void validate(const Config& cfg, int world_size) {
   validate_tensor_split(cfg.model, p);
   validate_pipeline_split(cfg);
   validate_precision(cfg);
+  validate_sharding(cfg);
   cfg.data.validate(cfg.train.eval_interval > 0);
 }
 

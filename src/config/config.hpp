@@ -29,7 +29,9 @@ enum class RopeScaling { None, Llama3 };
 enum class Recompute { None, Selective, Full };
 enum class PlanAssumptions { Trainer, Megatron };
 enum class Preflight { Error, Warn, Off };
-enum class ZeroStage { None = 0, Optimizer = 1 };  // the stage number: what ZeRO shards over DP
+// The stage number: what ZeRO shards over DP. 1: optimizer state and fp32 masters; 2: also the
+// gradients (reduce-scattered); 3: also the parameters (FSDP: gathered per unit when used).
+enum class ZeroStage { None = 0, Optimizer = 1, Gradients = 2, Parameters = 3 };
 enum class PipelineTransfers { Auto, OrderPaired, OneByOne };
 
 // The spelling of `value` in a config ("interleaved-1f1b"), and the value of a spelling
@@ -84,6 +86,10 @@ struct ParallelConfig {
   // How pipeline transfers start: order-paired batches (what NCCL needs), one by one with
   // receives posted ahead (Gloo), or auto (by the backend).
   PipelineTransfers pipeline_transfers = PipelineTransfers::Auto;
+  // optim.zero_stage 3 without PP: free each unit's gathered parameters after its forward (and
+  // gather them again for its backward); false keeps them from forward to backward. Under PP a
+  // stage's parameters stay gathered for the whole step either way.
+  bool fsdp_reshard_after_forward = true;
   void validate() const;
 };
 
@@ -97,7 +103,7 @@ struct OptimConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;  // 0 disables clipping
-  ZeroStage zero_stage = ZeroStage::None;  // 1: optimizer state and fp32 master weights sharded over DP
+  ZeroStage zero_stage = ZeroStage::None;  // see ZeroStage
   double bucket_mb = 25.0;
   // Main gradients: where microbatch gradients accumulate and what the optimizer reads (bf16
   // needs runtime.precision bf16). DP reduction travels in it, or in bf16 with grad_reduce_dtype.

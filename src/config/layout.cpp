@@ -7,7 +7,7 @@ namespace trainer {
 Layout layout_of(const Config& cfg) {
   const auto& p = cfg.parallel;
   return {p.dp, p.pp, p.tp, virtual_stages_in_effect(p), p.micro_batch_size, p.schedule, p.recompute,
-          cfg.optim.zero_stage, p.sequence_parallel && p.tp > 1};
+          cfg.optim.zero_stage, p.sequence_parallel && p.tp > 1, p.fsdp_reshard_after_forward};
 }
 
 Config with_layout(Config cfg, const Layout& l) {
@@ -22,6 +22,7 @@ Config with_layout(Config cfg, const Layout& l) {
   p.schedule = l.schedule;
   p.recompute = l.recompute;
   p.sequence_parallel = l.sequence_parallel;
+  p.fsdp_reshard_after_forward = l.reshard_after_forward;
   cfg.optim.zero_stage = l.zero_stage;
   return cfg;
 }
@@ -45,6 +46,7 @@ std::string describe(const Layout& l) {
                   std::to_string(l.virtual_stages) + " mb" + std::to_string(l.micro_batch_size) + " " +
                   name_of(l.schedule) + " " + name_of(l.recompute);
   if (l.zero_stage != ZeroStage::None) s += " zero" + name_of(l.zero_stage);
+  if (l.zero_stage == ZeroStage::Parameters && l.pp == 1 && !l.reshard_after_forward) s += " keep-gathered";
   if (l.sequence_parallel) s += " sp";
   return s;
 }

@@ -11,13 +11,15 @@
 namespace trainer {
 
 // The ParallelConfig settings a layout search varies (plus optim.zero_stage), with the same
-// meaning; sequence_parallel is only ever true with tp > 1 here.
+// meaning; sequence_parallel is only ever true with tp > 1 here, reshard_after_forward
+// (parallel.fsdp_reshard_after_forward) only matters at zero stage 3 without PP.
 struct Layout {
   int dp = 1, pp = 1, tp = 1, virtual_stages = 1, micro_batch_size = 1;
   Schedule schedule = Schedule::OneFOneB;
   Recompute recompute = Recompute::None;
   ZeroStage zero_stage = ZeroStage::None;
   bool sequence_parallel = false;
+  bool reshard_after_forward = true;
   int world() const { return dp * pp * tp; }
 };
 

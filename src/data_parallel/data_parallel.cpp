@@ -8,16 +8,17 @@ namespace {
 
 // Groups parameters into buckets: reverse creation order (the order backward produces them),
 // a new bucket per chunk or when the size limit is reached, and a tied embedding alone so that
-// its two pipeline copies are sharded identically under ZeRO-1.
-std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& params,
-                                                     int64_t max_numel) {
+// its two pipeline copies are sharded identically under ZeRO. `by_unit` (ZeRO-3): a new bucket
+// per unit too, so that gathering a unit gathers nothing else.
+std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& params, int64_t max_numel,
+                                                     bool by_unit) {
   std::vector<std::vector<model::Param*>> plan;
   int64_t size = 0;
-  int chunk = -1;
+  int chunk = -1, unit = -1;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     model::Param* p = &*it;
     const bool alone = p->info.tied_embedding;
-    if (plan.empty() || p->info.chunk != chunk || size >= max_numel || alone ||
+    if (plan.empty() || p->info.chunk != chunk || (by_unit && p->info.unit != unit) || size >= max_numel || alone ||
         plan.back().front()->info.tied_embedding) {
       plan.emplace_back();
       size = 0;
@@ -25,6 +26,7 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
     plan.back().push_back(p);
     size += p->tensor.numel();
     chunk = p->info.chunk;
+    unit = p->info.unit;
   }
   return plan;
 }
@@ -33,12 +35,13 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
 
 DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm& comm, const Options& opts)
     : comm_(comm),
-      zero1_(opts.zero1),
-      bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1 && opts.main_grad_dtype == at::kFloat) {
+      zero_(opts.zero),
+      bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1 && opts.main_grad_dtype == at::kFloat),
+      main_grad_dtype_(opts.main_grad_dtype) {
   const int dp_size = comm.dp().size();
   const auto max_numel = static_cast<int64_t>(opts.bucket_mb * 1024 * 1024 / sizeof(float));
   int chunks = 0;
-  for (auto& group : plan_buckets(params, max_numel)) {
+  for (auto& group : plan_buckets(params, max_numel, zero_ == ZeroStage::Parameters)) {
     Bucket b;
     b.chunk = group.front()->info.chunk;
     chunks = std::max(chunks, b.chunk + 1);
@@ -47,25 +50,28 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
       b.segments.push_back({p, numel, p->tensor.numel()});
       numel += p->tensor.numel();
     }
-    const int64_t padded = (numel + dp_size - 1) / dp_size * dp_size;  // equal shards for ZeRO-1
+    const int64_t padded = (numel + dp_size - 1) / dp_size * dp_size;  // equal shards for ZeRO
     // On the rank's device: the parameters move there as they move into the bucket.
     const auto on_device = at::TensorOptions().device(comm.device());
     b.params = at::zeros({padded}, on_device.dtype(group.front()->tensor.scalar_type()));
-    b.grads = at::zeros({padded}, on_device.dtype(opts.main_grad_dtype));
+    if (!shards_grads()) b.grads = at::zeros({padded}, on_device.dtype(main_grad_dtype_));
     for (auto& s : b.segments) {
       at::Tensor& t = s.param->tensor;
       at::Tensor pview = b.params.narrow(0, s.offset, s.numel).view(t.sizes());
       pview.copy_(t.detach());
       t.set_data(pview);  // the parameter now lives in the flat buffer
+      if (shards_grads()) continue;  // main gradients come with the step's first gradient
       s.param->main_grad = b.grads.narrow(0, s.offset, s.numel).view(t.sizes());
       // Same dtype: autograd accumulates straight into the bucket.
-      if (t.scalar_type() == opts.main_grad_dtype) t.mutable_grad() = s.param->main_grad;
+      if (t.scalar_type() == main_grad_dtype_) t.mutable_grad() = s.param->main_grad;
     }
-    b.shard_numel = zero1_ ? padded / dp_size : padded;
-    b.shard_begin = zero1_ ? comm.dp().index() * b.shard_numel : 0;
+    b.shard_numel = sharded() ? padded / dp_size : padded;
+    b.shard_begin = sharded() ? comm.dp().index() * b.shard_numel : 0;
+    if (shards_grads()) b.grad_shard = at::zeros({b.shard_numel}, on_device.dtype(main_grad_dtype_));
     // Masters from the model's values (in a bf16 model, the bf16-rounded initial values, as
     // Megatron-LM makes them); a checkpoint then overwrites them with its fp32 masters.
-    const at::Tensor shard = b.params.narrow(0, b.shard_begin, b.shard_numel);
+    at::Tensor shard = b.params.narrow(0, b.shard_begin, b.shard_numel);
+    if (zero_ == ZeroStage::Parameters) shard = b.param_shard = shard.clone();
     b.main_params = shard.scalar_type() == at::kFloat ? shard : shard.to(at::kFloat);
     buckets_.push_back(std::move(b));
   }
@@ -73,15 +79,10 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
   for (size_t i = 0; i < buckets_.size(); ++i) {
     for (auto& s : buckets_[i].segments) {
       model::Param* p = s.param;
-      const bool add_into_main = p->tensor.scalar_type() != p->main_grad.scalar_type();
       auto acc = torch::autograd::impl::grad_accumulator(p->tensor);
       acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [this, i, p, add_into_main](const torch::autograd::variable_list& outputs,
-                                      const torch::autograd::variable_list&) {
-            if (add_into_main) {  // e.g. a bf16 gradient into fp32 main gradients, then freed
-              p->main_grad.add_(p->tensor.grad());
-              p->tensor.mutable_grad().reset();
-            }
+          [this, i, p](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+            add_grad(i, *p);
             on_grad_ready(i);
             return outputs;
           }));
@@ -92,9 +93,25 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
 
 DataParallel::~DataParallel() = default;
 
+// A gradient autograd made that is not already in the bucket (a bf16 gradient of fp32 main
+// gradients, or any gradient under ZeRO-2/3) is added into the main gradients and dropped, so
+// no second full-size gradient stays alive.
+void DataParallel::add_grad(size_t index, model::Param& p) {
+  at::Tensor& grad = p.tensor.mutable_grad();
+  if (!grad.defined() || (p.main_grad.defined() && grad.is_same(p.main_grad))) return;
+  Bucket& b = buckets_[index];
+  if (!b.grads.defined()) {  // ZeRO-2/3: the step's first gradient of this bucket
+    b.grads = at::zeros({b.numel()}, b.params.options().dtype(main_grad_dtype_));
+    for (auto& s : b.segments) s.param->main_grad = b.grads.narrow(0, s.offset, s.numel).view(s.param->tensor.sizes());
+  }
+  p.main_grad.add_(grad);
+  grad.reset();
+}
+
 void DataParallel::zero_grad() {
   for (auto& b : buckets_) {
-    b.grads.zero_();
+    if (b.grads.defined()) b.grads.zero_();
+    if (b.grad_shard.defined()) b.grad_shard.zero_();
     b.ready = 0;
     b.launched = false;
   }
@@ -110,36 +127,64 @@ void DataParallel::on_grad_ready(size_t index) {
   Bucket& b = buckets_[index];
   if (!sync_enabled_[b.chunk] || b.launched) return;
   if (++b.ready == static_cast<int>(b.segments.size())) {
-    launch(b);
+    launch(index);
     ++launched_in_backward_;
   }
 }
 
-void DataParallel::launch(Bucket& b) {
+// Each rank's loss is already divided by the global token count, so the sum is the mean.
+void DataParallel::launch(size_t index) {
+  Bucket& b = buckets_[index];
   b.launched = true;
-  // Each rank's loss is already divided by the global token count, so the sum is the mean.
-  if (!bf16_reduction_) {
-    b.reduction = distributed::all_reduce_async(comm_.dp(), b.grads);
+  if (!b.grads.defined()) b.grads = at::zeros({b.numel()}, b.params.options().dtype(main_grad_dtype_));
+  if (bf16_reduction_) b.wire = b.grads.to(at::kBFloat16);  // half the bytes; land() copies the sum back
+  at::Tensor& wire = bf16_reduction_ ? b.wire : b.grads;
+  in_flight_.push_back(index);
+  if (!shards_grads()) {
+    b.reduction = distributed::all_reduce_async(comm_.dp(), wire);
     return;
   }
-  b.wire = b.grads.to(at::kBFloat16);  // half the bytes; finish() copies the sum back
-  b.reduction = distributed::all_reduce_async(comm_.dp(), b.wire);
+  if (bf16_reduction_) b.wire_shard = at::empty({b.shard_numel}, b.wire.options());
+  b.reduction = distributed::reduce_scatter_async(comm_.dp(), wire, bf16_reduction_ ? b.wire_shard : b.grad_shard);
+  // Bound the full-size buffers alive at once: the oldest reduction lands before another starts.
+  if (in_flight_.size() > kReductionsInFlight) {
+    land(in_flight_.front());
+    in_flight_.erase(in_flight_.begin());
+  }
+}
+
+void DataParallel::land(size_t index) {
+  Bucket& b = buckets_[index];
+  b.reduction.wait();
+  if (!shards_grads()) {
+    if (bf16_reduction_) b.grads.copy_(b.wire);
+    b.wire = at::Tensor();
+    return;
+  }
+  if (bf16_reduction_) b.grad_shard.copy_(b.wire_shard);
+  b.wire = b.wire_shard = b.grads = at::Tensor();  // the full buffer goes with its views below
+  for (auto& s : b.segments) s.param->main_grad = b.grad_shard.narrow(0, 0, 0);
+  for_each_in_shard(b, [&](const Segment& s, int64_t begin, int64_t n) {
+    s.param->main_grad = b.grad_shard.narrow(0, begin - b.shard_begin, n);
+  });
 }
 
 void DataParallel::finish() {
-  for (auto& b : buckets_)
-    if (!b.launched) launch(b);
-  for (auto& b : buckets_) {
-    b.reduction.wait();
-    if (bf16_reduction_) b.grads.copy_(b.wire);
-  }
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (!buckets_[i].launched) launch(i);
+  for (size_t i : in_flight_) land(i);
+  in_flight_.clear();
 }
 
 void DataParallel::publish_params() {
   for (auto& b : buckets_) {
+    if (zero_ == ZeroStage::Parameters) {  // each rank keeps its shard; units are gathered when used
+      if (b.own_masters()) b.param_shard.copy_(b.main_params);
+      continue;
+    }
     at::Tensor mine = b.params.narrow(0, b.shard_begin, b.shard_numel);
     if (b.own_masters()) mine.copy_(b.main_params);  // else the masters are the parameters themselves
-    if (zero1_ && comm_.dp().size() > 1) b.params.copy_(distributed::all_gather(comm_.dp(), mine, 0));
+    if (sharded() && comm_.dp().size() > 1) b.params.copy_(distributed::all_gather(comm_.dp(), mine, 0));
   }
 }
 

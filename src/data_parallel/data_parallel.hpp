@@ -14,9 +14,20 @@
 // just before the optimizer (train/finalize_grads). Earlier microbatches only accumulate.
 //
 // The optimizer updates fp32 *master weights*: each bucket's main_params, this rank's optimizer
-// shard of it (the whole bucket without ZeRO-1, 1/dp of it with). In an fp32 model they are a
+// shard of it (the whole bucket without ZeRO, 1/dp of it with). In an fp32 model they are a
 // view of the parameters themselves; in bf16 a copy of their own. publish_params() writes the
-// updated masters back into the model's parameters and, under ZeRO-1, all-gathers the shards.
+// updated masters back into the model's parameters and, under ZeRO-1/2, all-gathers the shards.
+//
+// ZeRO stages (optim.zero_stage), what each DP rank keeps between steps:
+//   0  all parameters, all gradients, all optimizer state (gradients all-reduced);
+//   1  all parameters and gradients, its shard of masters and moments (Megatron-LM's
+//      distributed optimizer; gradients all-reduced, updated shards all-gathered);
+//   2  also only its shard of the gradients: a bucket's full main-gradient buffer exists from
+//      its first gradient of a step until its reduce-scatter has landed in `grad_shard` (at
+//      most kReductionsInFlight buckets wait at once, so the full buffers never all coexist);
+//   3  also only its shard of the parameters (`param_shard`): `params` has storage only while
+//      fsdp.hpp's ParameterGathers holds the bucket gathered. Buckets never span two units.
+// The gradient shard the optimizer reads is shard_grads(), whatever the stage.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -25,6 +36,7 @@
 #include <memory>
 #include <vector>
 
+#include "config/config.hpp"
 #include "distributed/comm.hpp"
 #include "model/params.hpp"
 
@@ -37,8 +49,10 @@ struct Segment {
 };
 
 struct Bucket {
-  at::Tensor params;       // flat parameter values, in the model's dtype
-  at::Tensor grads;        // flat main gradients, in the main-gradient dtype
+  at::Tensor params;       // flat parameter values, in the model's dtype (ZeRO-3: while gathered)
+  at::Tensor param_shard;  // ZeRO-3: [shard_begin, shard_begin + shard_numel) of params, kept
+  at::Tensor grads;        // flat main gradients, in the main-gradient dtype (ZeRO-2/3: during backward)
+  at::Tensor grad_shard;   // ZeRO-2/3: this rank's shard of the gradients summed over DP
   at::Tensor main_params;  // fp32 masters of [shard_begin, shard_begin + shard_numel)
   std::vector<Segment> segments;
   int chunk = 0;
@@ -50,6 +64,10 @@ struct Bucket {
   // Whether main_params is a copy of its own (a bf16 model) rather than a view of `params`.
   bool own_masters() const { return params.scalar_type() != main_params.scalar_type(); }
   at::Tensor wire;  // bf16 copy of fp32 `grads` being reduced (optim.grad_reduce_dtype = bf16)
+  at::Tensor wire_shard;  // and its reduce-scattered shard (ZeRO-2/3)
+  int64_t numel() const { return params.numel(); }  // padded to a multiple of dp
+  // The summed gradients of [shard_begin, shard_begin + shard_numel), what the optimizer reads.
+  at::Tensor shard_grads() const { return grad_shard.defined() ? grad_shard : grads.narrow(0, shard_begin, shard_numel); }
 };
 
 // Calls fn(segment, begin, n) for the part of each segment inside the bucket's optimizer
@@ -67,7 +85,7 @@ class DataParallel {
  public:
   struct Options {
     double bucket_mb = 25.0;                  // optim.bucket_mb
-    bool zero1 = false;                       // optim.zero_stage = 1
+    ZeroStage zero = ZeroStage::None;         // optim.zero_stage
     at::ScalarType main_grad_dtype = at::kFloat;  // optim.main_grad_dtype
     bool bf16_reduction = false;  // fp32 main gradients travel (and are summed) in bf16, then land in fp32
   };
@@ -77,25 +95,35 @@ class DataParallel {
   void zero_grad();
   // From now on, a bucket of `chunk` whose gradients are all in starts reducing at once.
   void enable_sync(int chunk);
-  // Starts what has not started and waits for every reduction over DP.
+  // Starts what has not started and waits for every reduction over DP. Under ZeRO-2/3 each
+  // parameter's main_grad is then its part inside this rank's gradient shard (flat, maybe empty).
   void finish();
   // After the optimizer updated the masters: the model's parameters take their values (rounded
-  // to bf16 in a bf16 model) and, under ZeRO-1, every DP rank shares its shard.
+  // to bf16 in a bf16 model) and, under ZeRO-1/2, every DP rank shares its shard (ZeRO-3 keeps
+  // only its shard; units are gathered when used).
   void publish_params();
 
   std::vector<Bucket>& buckets() { return buckets_; }
-  bool zero1() const { return zero1_; }
+  ZeroStage zero() const { return zero_; }
+  // Whether the DP ranks hold disjoint optimizer shards (ZeRO-1 and up).
+  bool sharded() const { return zero_ != ZeroStage::None; }
   // Buckets whose reduction started from an autograd hook in the last step (i.e. while
   // backward was still running), of how many.
   int launched_in_backward() const { return launched_in_backward_; }
 
  private:
+  bool shards_grads() const { return zero_ >= ZeroStage::Gradients; }
   void on_grad_ready(size_t bucket);
-  void launch(Bucket& b);
+  void add_grad(size_t bucket, model::Param& p);
+  void launch(size_t bucket);
+  void land(size_t bucket);  // waits for a bucket's reduction and keeps what this rank owns of it
 
+  static constexpr size_t kReductionsInFlight = 2;  // ZeRO-2/3: full buffers waiting to be reduced
   distributed::Comm& comm_;
-  bool zero1_;
+  ZeroStage zero_;
   bool bf16_reduction_;
+  at::ScalarType main_grad_dtype_;
+  std::vector<size_t> in_flight_;  // ZeRO-2/3: launched buckets not yet landed, oldest first
   std::vector<Bucket> buckets_;
   std::vector<bool> sync_enabled_;  // per chunk
   std::vector<std::shared_ptr<void>> hooks_;  // keeps the grad accumulators (and hooks) alive

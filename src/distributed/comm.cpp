@@ -381,6 +381,39 @@ at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim) {
   return out.movedim(0, dim).to(full.device(), full.scalar_type()).contiguous();
 }
 
+Pending all_gather_async(Group& g, const at::Tensor& local, at::Tensor& full) {
+  check_dense(full, "all_gather");
+  TORCH_CHECK(full.numel() == local.numel() * std::max(1, g.size()), "all_gather: full is not size x local");
+  if (g.size() <= 1) {
+    full.copy_(local);
+    return Pending();
+  }
+  at::Tensor in = on_wire(g, local.contiguous());
+  at::Tensor out = on_wire(g, full);
+  return start(g, "all_gather", nbytes(in) * g.size(), timeout_of(g), [&] {
+    c10d::AllgatherOptions o;
+    o.timeout = timeout_of(g);
+    return pg_of(g)._allgather_base(out, in, o);
+  }, out, full);
+}
+
+Pending reduce_scatter_async(Group& g, const at::Tensor& full, at::Tensor& local) {
+  check_dense(local, "reduce_scatter");
+  TORCH_CHECK(full.numel() == local.numel() * std::max(1, g.size()), "reduce_scatter: full is not size x local");
+  if (g.size() <= 1) {
+    local.copy_(full);
+    return Pending();
+  }
+  at::Tensor in = on_wire(g, full.contiguous());
+  at::Tensor out = on_wire(g, local);
+  return start(g, "reduce_scatter", nbytes(in), timeout_of(g), [&] {
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = timeout_of(g);
+    return pg_of(g)._reduce_scatter_base(out, in, o);
+  }, out, local);
+}
+
 void broadcast(Group& g, at::Tensor& t, int root_index) {
   if (g.size() <= 1) return;
   check_dense(t, "broadcast");

@@ -119,6 +119,10 @@ void all_reduce_max(Group& g, at::Tensor& t);          // max, in place
 at::Tensor all_gather(Group& g, const at::Tensor& local, int64_t dim);
 // Sums `full` over the group and returns this member's slice along `dim`.
 at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim);
+// Flat and asynchronous (ZeRO-2/3): `full` (size × local's numel elements) takes every member's
+// `local` in member order; and `full` summed over the group leaves this member's slice in `local`.
+Pending all_gather_async(Group& g, const at::Tensor& local, at::Tensor& full);
+Pending reduce_scatter_async(Group& g, const at::Tensor& full, at::Tensor& local);
 void broadcast(Group& g, at::Tensor& t, int root_index);
 // Point-to-point between members of a group, by member index.
 struct Transfer {

@@ -142,25 +142,35 @@ at::Tensor Chunk::block(const Block& b, const at::Tensor& x, bool training) cons
   return h + dropout(mlp(b, norm(b.norm2, h)), training);
 }
 
-at::Tensor Chunk::forward(const at::Tensor& input, bool training) const {
-  at::Tensor x;
-  if (first_) {
-    x = embedding_.forward(input, tp_);
-    if (position_embedding_.defined()) {
-      // Under sequence parallelism this rank holds positions [tp_rank*S/tp, (tp_rank+1)*S/tp).
-      const int64_t s = x.size(1);
-      const int64_t start = tp_.sequence_parallel ? tp_.rank() * s : 0;
-      x = x + position_embedding_.narrow(0, start, s);
-    }
-    x = dropout(x.to(residual_dtype_), training);
-  } else {
-    x = input;
+at::Tensor Chunk::in_unit(int unit, const std::function<at::Tensor()>& fn) const {
+  if (!hooks_) return fn();
+  hooks_->before_forward(unit);
+  at::Tensor y = fn();
+  hooks_->after_forward(unit);
+  if (y.requires_grad()) y.register_hook([hooks = hooks_, unit](const at::Tensor&) { hooks->before_backward(unit); });
+  return y;
+}
+
+at::Tensor Chunk::embed(const at::Tensor& tokens, bool training) const {
+  at::Tensor x = embedding_.forward(tokens, tp_);
+  if (position_embedding_.defined()) {
+    // Under sequence parallelism this rank holds positions [tp_rank*S/tp, (tp_rank+1)*S/tp).
+    const int64_t s = x.size(1);
+    const int64_t start = tp_.sequence_parallel ? tp_.rank() * s : 0;
+    x = x + position_embedding_.narrow(0, start, s);
   }
+  return dropout(x.to(residual_dtype_), training);
+}
+
+at::Tensor Chunk::forward(const at::Tensor& input, bool training) const {
+  at::Tensor x = first_ ? in_unit(embedding_unit_, [&] { return embed(input, training); }) : input;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block* b = &blocks_[i];
     const bool full = recompute_ == Recompute::Full && (recompute_layers_ == 0 || static_cast<int>(i) < recompute_layers_);
-    x = full ? recompute([this, b, training](const std::vector<at::Tensor>& in) { return block(*b, in[0], training); }, {x})
-             : block(*b, x, training);
+    x = in_unit(first_layer_unit_ + static_cast<int>(i), [&] {
+      return full ? recompute([this, b, training](const std::vector<at::Tensor>& in) { return block(*b, in[0], training); }, {x})
+                  : block(*b, x, training);
+    });
   }
   return x;
 }
@@ -173,19 +183,44 @@ at::Tensor Chunk::logits(const at::Tensor& hidden) const {
 }
 
 at::Tensor Chunk::loss_sum(const at::Tensor& hidden, const at::Tensor& targets) const {
-  at::Tensor l = logits(hidden);
-  const int64_t vocab_start = tp_.rank() * head_weight_.size(0);
-  at::Tensor per_token = tensor_parallel::vocab_parallel_cross_entropy(l.reshape({-1, l.size(-1)}),
-                                                      targets.reshape({-1}), vocab_start,
-                                                      cfg_->vocab_size, *tp_.group);
-  return per_token.sum();
+  return in_unit(head_unit_, [&] {
+    at::Tensor l = logits(hidden);
+    const int64_t vocab_start = tp_.rank() * head_weight_.size(0);
+    at::Tensor per_token = tensor_parallel::vocab_parallel_cross_entropy(l.reshape({-1, l.size(-1)}),
+                                                                         targets.reshape({-1}), vocab_start,
+                                                                         cfg_->vocab_size, *tp_.group);
+    return per_token.sum();
+  });
 }
 
 // ---------------------------------------------------------------- construction -----------
 
+int GPT::begin_unit() {
+  units_.emplace_back();
+  return static_cast<int>(units_.size()) - 1;
+}
+
+std::vector<std::vector<const Param*>> GPT::units() const {
+  std::vector<std::vector<const Param*>> out;
+  for (const auto& indices : units_) {
+    out.emplace_back();
+    for (size_t i : indices) out.back().push_back(&params_[i]);
+  }
+  return out;
+}
+
+void GPT::set_unit_hooks(UnitHooks* hooks) {
+  for (auto& ch : chunks_) ch.hooks_ = hooks;
+}
+
 at::Tensor GPT::add_param(ParamInfo info, const InitSpec& init) {
-  for (const auto& p : params_)
-    if (p.info.name == info.name) return p.tensor;  // tied weights inside one rank: one tensor
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].info.name == info.name) {  // tied weights inside one rank: one tensor, in both units
+      units_.back().push_back(i);
+      return params_[i].tensor;
+    }
+  info.unit = static_cast<int>(units_.size()) - 1;
+  units_.back().push_back(params_.size());
   const int tp_rank = tp_.rank(), tp_size = tp_.size();
   // Drawn in fp32 from the layout-independent full tensor, then rounded to the model's dtype.
   at::Tensor t = init_shard(info, init, cfg_.runtime.seed, tp_rank, tp_size).to(param_dtype(cfg_));
@@ -298,6 +333,7 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
     ch.local_kv_heads_ = std::max(1, kv_heads_of(m) / tp_.size());
     ch.head_dim_ = m.hidden / m.heads;
     if (ch.first_) {
+      ch.embedding_unit_ = begin_unit();
       ParamInfo e = emb;
       e.chunk = c;
       ch.embedding_.weight = add_param(e, {Init::Normal, m.init_std});
@@ -310,9 +346,13 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
         ch.position_embedding_ = add_param(pos, {Init::Normal, m.init_std});
       }
     }
-    for (int layer = layer_ranges[id].first; layer < layer_ranges[id].second; ++layer)
+    ch.first_layer_unit_ = static_cast<int>(units_.size());
+    for (int layer = layer_ranges[id].first; layer < layer_ranges[id].second; ++layer) {
+      begin_unit();
       ch.blocks_.push_back(make_block(layer, c));
+    }
     if (ch.last_) {
+      ch.head_unit_ = begin_unit();
       ch.final_norm_ = make_norm("final_norm", c);
       if (m.tied_embeddings) {
         ParamInfo e = emb;

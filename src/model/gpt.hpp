@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,6 +45,18 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 at::ScalarType param_dtype(const Config& cfg);
 at::ScalarType residual_dtype(const Config& cfg);
 
+// Calls around each *unit* of the model (the embedding, each layer, the final norm with the head),
+// through which ZeRO-3 gathers a unit's parameters just before they are used and frees them
+// after (data_parallel/fsdp.hpp). before_backward runs once the gradient of the unit's output is
+// complete: its backward is next.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void before_forward(int unit) = 0;
+  virtual void after_forward(int unit) = 0;
+  virtual void before_backward(int unit) = 0;
+};
+
 // A contiguous run of layers; chunk 0 also embeds tokens, the last chunk also holds the head.
 class Chunk {
  public:
@@ -60,6 +73,9 @@ class Chunk {
 
  private:
   friend class GPT;
+  // fn() as unit `unit`, with the hooks around it (when there are hooks).
+  at::Tensor in_unit(int unit, const std::function<at::Tensor()>& fn) const;
+  at::Tensor embed(const at::Tensor& tokens, bool training) const;
   at::Tensor block(const Block& b, const at::Tensor& x, bool training) const;
   at::Tensor attention(const Block& b, const at::Tensor& x, bool training) const;
   at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool training) const;
@@ -81,6 +97,8 @@ class Chunk {
   Norm final_norm_;
   at::Tensor head_weight_;  // [V/tp, H]: the embedding (tied) or its own weight
   at::Tensor rope_cos_, rope_sin_;
+  int embedding_unit_ = -1, first_layer_unit_ = -1, head_unit_ = -1;
+  UnitHooks* hooks_ = nullptr;
 };
 
 class GPT {
@@ -93,8 +111,13 @@ class GPT {
   std::vector<Chunk>& chunks() { return chunks_; }
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
+  // The parameters each unit uses, units in forward order over this rank's chunks (a tied
+  // embedding on a rank with both ends is in the embedding's unit and the head's).
+  std::vector<std::vector<const Param*>> units() const;
+  void set_unit_hooks(UnitHooks* hooks);
 
  private:
+  int begin_unit();  // the units' parameters are those add_param adds until the next one
   at::Tensor add_param(ParamInfo info, const InitSpec& init);
   Norm make_norm(const std::string& name, int chunk);
   tensor_parallel::ColumnParallelLinear make_column(const std::string& name, int64_t out, int64_t in, int chunk,
@@ -106,6 +129,7 @@ class GPT {
   distributed::Comm& comm_;
   tensor_parallel::TPContext tp_;
   std::vector<Param> params_;
+  std::vector<std::vector<size_t>> units_;  // indices into params_
   std::vector<Chunk> chunks_;
 };
 

@@ -34,11 +34,15 @@ struct ParamInfo {
   // partial sums to be all-reduced over TP.
   bool sequence_parallel_grad = false;
   int chunk = 0;  // which local model chunk (virtual stage) owns it
+  int unit = 0;   // the first unit (GPT::units) that uses it: what ZeRO-3 gathers it with
 };
 
 struct Param {
   at::Tensor tensor;     // what the model computes with (runtime.precision's dtype)
-  at::Tensor main_grad;  // its accumulated gradient in the DP bucket (data_parallel.hpp); undefined without one
+  // Its accumulated gradient in the DP bucket (data_parallel.hpp); undefined without one. Under
+  // ZeRO-2/3, once the step's reduction is done, only its part inside this rank's gradient
+  // shard (flat, possibly empty).
+  at::Tensor main_grad;
   ParamInfo info;
 };
 

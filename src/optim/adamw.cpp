@@ -37,11 +37,12 @@ double AdamW::grad_norm() {
       // first rank of their block, the tied embedding on the first stage.
       const bool first_holder = info.shard_dim < 0 ? tp_rank == 0 : tp_rank % info.tp_replicas == 0;
       if (info.tied_copy || !first_holder) return;
-      total += at::linalg_vector_norm(b.grads.narrow(0, begin, n), 2, {}, false, at::kFloat).to(at::kDouble).square();
+      const at::Tensor g = b.shard_grads().narrow(0, begin - b.shard_begin, n);
+      total += at::linalg_vector_norm(g, 2, {}, false, at::kFloat).to(at::kDouble).square();
     });
   // Without ZeRO every DP rank holds the same (full) gradients: sum over the model-parallel
-  // ranks only. With ZeRO-1 the DP shards are disjoint: sum over everybody.
-  distributed::all_reduce(dp_.zero1() ? comm_.world() : comm_.model_parallel(), total);
+  // ranks only. With ZeRO (any stage) the DP shards are disjoint: sum over everybody.
+  distributed::all_reduce(dp_.sharded() ? comm_.world() : comm_.model_parallel(), total);
   return std::sqrt(total.item<double>());
 }
 
@@ -49,7 +50,7 @@ double AdamW::clip(double norm) {
   if (cfg_.grad_clip <= 0) return 1.0;
   const double factor = cfg_.grad_clip / (norm + 1e-6);
   if (factor >= 1.0) return 1.0;
-  for (auto& b : dp_.buckets()) b.grads.mul_(factor);
+  for (auto& b : dp_.buckets()) b.shard_grads().mul_(factor);  // what the optimizer reads
   return factor;
 }
 
@@ -67,7 +68,7 @@ void AdamW::step(double lr) {
     });
     // On the fp32 masters; bf16 main gradients are read in fp32.
     at::Tensor p = b.main_params;
-    at::Tensor g = b.grads.narrow(0, b.shard_begin, b.shard_numel);
+    at::Tensor g = b.shard_grads();
     m_[i].mul_(cfg_.beta1).add_(g, 1.0 - cfg_.beta1);
     v_[i].mul_(cfg_.beta2).addcmul_(g, g, 1.0 - cfg_.beta2);
     at::Tensor denom = (v_[i] / bc2).sqrt_().add_(cfg_.eps);

@@ -1,5 +1,5 @@
 // AdamW over the data-parallel buckets, with the learning-rate schedule and global gradient
-// clipping. Each rank updates its shard of every bucket (the whole bucket without ZeRO-1).
+// clipping. Each rank updates its shard of every bucket (the whole bucket without ZeRO).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,8 +19,8 @@ class AdamW {
   AdamW(const OptimConfig& cfg, data_parallel::DataParallel& dp, distributed::Comm& comm);
 
   // The global L2 norm of the gradients, equal to the 1x1x1 norm: TP-replicated parameters
-  // count on tp rank 0 only, the tied embedding's second copy not at all, and under ZeRO-1
-  // each DP rank adds only its own shard.
+  // count on tp rank 0 only, the tied embedding's second copy not at all, and each DP rank
+  // adds only its own shard (the whole bucket without ZeRO).
   double grad_norm();
   // Scales gradients so the global norm is at most optim.grad_clip; returns the factor.
   double clip(double norm);

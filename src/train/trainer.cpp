@@ -18,6 +18,7 @@
 #include "data/batches.hpp"
 #include "distributed/comm.hpp"
 #include "data_parallel/data_parallel.hpp"
+#include "data_parallel/fsdp.hpp"
 #include "train/finalize_grads.hpp"
 #include "metrics/metrics.hpp"
 #include "model/flops.hpp"
@@ -105,6 +106,7 @@ struct Run {
   distributed::Comm& comm;
   model::GPT& model;
   data_parallel::DataParallel& dp;
+  data_parallel::ParameterGathers& gathers;  // ZeRO-3's parameter gathers (inert below it)
   optim::AdamW& optimizer;
   pipeline_parallel::Runner& runner;
   const data::BatchSource& source;
@@ -118,10 +120,12 @@ metrics::StepRecord train_step(const Run& r, int step, const TestHooks& hooks) {
   StepClock clock(r.comm);
   const auto batch = data::local_microbatches(r.source, r.cfg, step, r.comm.coord().dp, r.comm.device());
   r.dp.zero_grad();
+  r.gathers.begin_step();
   // DP reduction of each chunk starts during its last backward.
   const auto stats = r.runner.train_step(batch, r.loss_scale, [&](int chunk) { r.dp.enable_sync(chunk); });
+  r.gathers.end_step();
   finalize_grads(r.dp, r.model.params(), r.comm);
-  if (step == hooks.inject_nonfinite_step) r.dp.buckets().front().grads[0] = NAN;  // where a real fault strikes
+  if (step == hooks.inject_nonfinite_step) r.dp.buckets().front().shard_grads()[0] = NAN;  // where a real fault strikes
   metrics::StepRecord record;
   record.step = step + 1;
   record.grad_norm = r.optimizer.grad_norm();
@@ -213,9 +217,11 @@ class Evaluator {
   void after_step(int step, metrics::StepLogger& logger) {
     if (!source_ || (step % r_.cfg.train.eval_interval != 0 && step != r_.cfg.train.steps)) return;
     double total = 0;
+    r_.gathers.begin_step();
     for (int i = 0; i < r_.cfg.train.eval_iters; ++i)
       total += r_.runner.eval_step(data::local_microbatches(*source_, r_.cfg, i, r_.comm.coord().dp, r_.comm.device()),
                                    r_.loss_scale);
+    r_.gathers.end_step();
     logger.eval(step, global_loss(total / r_.cfg.train.eval_iters, r_.runner, r_.comm));
   }
 
@@ -238,7 +244,7 @@ class Dump {
   }
   void end() {
     if (!dir_.empty())
-      checkpoint::write_pieces(dir_ + "/rank" + std::to_string(r_.comm.rank()), checkpoint::dump_pieces(r_.model.params(), r_.dp));
+      checkpoint::write_pieces(dir_ + "/rank" + std::to_string(r_.comm.rank()), checkpoint::dump_pieces(r_.dp));
   }
 
  private:
@@ -250,7 +256,7 @@ class Dump {
 data_parallel::DataParallel::Options dp_options_of(const OptimConfig& o) {
   data_parallel::DataParallel::Options d;
   d.bucket_mb = o.bucket_mb;
-  d.zero1 = o.zero_stage == ZeroStage::Optimizer;
+  d.zero = o.zero_stage;
   d.main_grad_dtype = runtime::scalar_type(o.main_grad_dtype);
   d.bf16_reduction = o.grad_reduce_dtype == DType::Bf16;
   return d;
@@ -319,11 +325,14 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   runtime::seed_dropout(cfg.runtime.seed, job.rank / cfg.parallel.tp);
   model::GPT model = build_model(cfg, comm);
   data_parallel::DataParallel dp(model.params(), comm, dp_options_of(cfg.optim));
+  data_parallel::ParameterGathers gathers(dp, model.units(), comm, /*per_unit=*/cfg.parallel.pp == 1,
+                                          cfg.parallel.fsdp_reshard_after_forward);
+  if (gathers.per_unit()) model.set_unit_hooks(&gathers);
   optim::AdamW optimizer(cfg.optim, dp, comm);
   pipeline_parallel::Runner runner(cfg, model, comm);
   const auto source = data::make_source(cfg);
   const double tokens_per_step = static_cast<double>(cfg.train.global_batch_size) * cfg.model.seq_len;
-  const Run run{cfg, comm, model, dp, optimizer, runner, *source, 1.0 / tokens_per_step};
+  const Run run{cfg, comm, model, dp, gathers, optimizer, runner, *source, 1.0 / tokens_per_step};
 
   metrics::StepLogger logger(cfg, comm, reports_loss(runner, comm));
   log_startup(run, job, logger);
