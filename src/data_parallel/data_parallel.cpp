@@ -37,6 +37,7 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
     : comm_(comm),
       zero_(opts.zero),
       bf16_reduction_(opts.bf16_reduction && comm.dp().size() > 1 && opts.main_grad_dtype == at::kFloat),
+      reduce_every_microbatch_(opts.reduce_every_microbatch && zero_ >= ZeroStage::Gradients),
       main_grad_dtype_(opts.main_grad_dtype) {
   const int dp_size = comm.dp().size();
   const auto max_numel = static_cast<int64_t>(opts.bucket_mb * 1024 * 1024 / sizeof(float));
@@ -100,7 +101,8 @@ void DataParallel::add_grad(size_t index, model::Param& p) {
   at::Tensor& grad = p.tensor.mutable_grad();
   if (!grad.defined() || (p.main_grad.defined() && grad.is_same(p.main_grad))) return;
   Bucket& b = buckets_[index];
-  if (!b.grads.defined()) {  // ZeRO-2/3: the step's first gradient of this bucket
+  if (shards_grads() && b.launched) land_now(index);  // the previous microbatch's reduction still reads the buffer
+  if (!b.grads.defined()) {  // ZeRO-2/3: the bucket's first gradient (of the step, or of the microbatch)
     b.grads = at::zeros({b.numel()}, b.params.options().dtype(main_grad_dtype_));
     for (auto& s : b.segments) s.param->main_grad = b.grads.narrow(0, s.offset, s.numel).view(s.param->tensor.sizes());
   }
@@ -113,9 +115,9 @@ void DataParallel::zero_grad() {
     if (b.grads.defined()) b.grads.zero_();
     if (b.grad_shard.defined()) b.grad_shard.zero_();
     b.ready = 0;
-    b.launched = false;
+    b.launched = b.overlapped = false;
   }
-  std::fill(sync_enabled_.begin(), sync_enabled_.end(), false);
+  std::fill(sync_enabled_.begin(), sync_enabled_.end(), reduce_every_microbatch_);
   launched_in_backward_ = 0;
 }
 
@@ -128,7 +130,8 @@ void DataParallel::on_grad_ready(size_t index) {
   if (!sync_enabled_[b.chunk] || b.launched) return;
   if (++b.ready == static_cast<int>(b.segments.size())) {
     launch(index);
-    ++launched_in_backward_;
+    if (!b.overlapped) ++launched_in_backward_;
+    b.overlapped = true;
   }
 }
 
@@ -144,8 +147,8 @@ void DataParallel::launch(size_t index) {
     b.reduction = distributed::all_reduce_async(comm_.dp(), wire);
     return;
   }
-  if (bf16_reduction_) b.wire_shard = at::empty({b.shard_numel}, b.wire.options());
-  b.reduction = distributed::reduce_scatter_async(comm_.dp(), wire, bf16_reduction_ ? b.wire_shard : b.grad_shard);
+  b.summed = at::empty({b.shard_numel}, wire.options());
+  b.reduction = distributed::reduce_scatter_async(comm_.dp(), wire, b.summed);
   // Bound the full-size buffers alive at once: the oldest reduction lands before another starts.
   if (in_flight_.size() > kReductionsInFlight) {
     land(in_flight_.front());
@@ -161,17 +164,27 @@ void DataParallel::land(size_t index) {
     b.wire = at::Tensor();
     return;
   }
-  if (bf16_reduction_) b.grad_shard.copy_(b.wire_shard);
-  b.wire = b.wire_shard = b.grads = at::Tensor();  // the full buffer goes with its views below
+  b.grad_shard.add_(b.summed);  // one microbatch's sum, or the step's (a bf16 sum lands in fp32)
+  b.wire = b.grads = b.summed = at::Tensor();  // the full buffer goes with its views below
+  b.launched = false;  // the next microbatch's gradients start a new buffer
+  b.ready = 0;
   for (auto& s : b.segments) s.param->main_grad = b.grad_shard.narrow(0, 0, 0);
   for_each_in_shard(b, [&](const Segment& s, int64_t begin, int64_t n) {
     s.param->main_grad = b.grad_shard.narrow(0, begin - b.shard_begin, n);
   });
 }
 
+// Lands bucket `index` ahead of its turn.
+void DataParallel::land_now(size_t index) {
+  land(index);
+  in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), index));
+}
+
 void DataParallel::finish() {
+  // Every bucket still holding unreduced gradients reduces (a ZeRO-2/3 bucket that landed holds
+  // none).
   for (size_t i = 0; i < buckets_.size(); ++i)
-    if (!buckets_[i].launched) launch(i);
+    if (!buckets_[i].launched && (buckets_[i].grads.defined() || !shards_grads())) launch(i);
   for (size_t i : in_flight_) land(i);
   in_flight_.clear();
 }

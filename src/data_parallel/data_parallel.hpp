@@ -23,8 +23,12 @@
 //   1  all parameters and gradients, its shard of masters and moments (Megatron-LM's
 //      distributed optimizer; gradients all-reduced, updated shards all-gathered);
 //   2  also only its shard of the gradients: a bucket's full main-gradient buffer exists from
-//      its first gradient of a step until its reduce-scatter has landed in `grad_shard` (at
-//      most kReductionsInFlight buckets wait at once, so the full buffers never all coexist);
+//      its first gradient until its reduce-scatter has landed in `grad_shard` (at most
+//      kReductionsInFlight buckets wait at once, so the full buffers never all coexist).
+//      Without PP every microbatch's backward reduce-scatters and the shards accumulate (as
+//      DeepSpeed's ZeRO-2 and FSDP do): no full buffer outlives its microbatch. Under PP the
+//      full buffers accumulate over the step's microbatches and reduce-scatter once, in the
+//      last one (issue 28's choice, what PyTorch's pipeline stage does with FSDP);
 //   3  also only its shard of the parameters (`param_shard`): `params` has storage only while
 //      fsdp.hpp's ParameterGathers holds the bucket gathered. Buckets never span two units.
 // The gradient shard the optimizer reads is shard_grads(), whatever the stage.
@@ -60,11 +64,12 @@ struct Bucket {
   // bookkeeping during backward
   int ready = 0;
   bool launched = false;
+  bool overlapped = false;  // a reduction of it started from a hook this step
   distributed::Pending reduction;
   // Whether main_params is a copy of its own (a bf16 model) rather than a view of `params`.
   bool own_masters() const { return params.scalar_type() != main_params.scalar_type(); }
-  at::Tensor wire;  // bf16 copy of fp32 `grads` being reduced (optim.grad_reduce_dtype = bf16)
-  at::Tensor wire_shard;  // and its reduce-scattered shard (ZeRO-2/3)
+  at::Tensor wire;    // bf16 copy of fp32 `grads` being reduced (optim.grad_reduce_dtype = bf16)
+  at::Tensor summed;  // ZeRO-2/3: a reduce-scatter's output, until it is added into grad_shard
   int64_t numel() const { return params.numel(); }  // padded to a multiple of dp
   // The summed gradients of [shard_begin, shard_begin + shard_numel), what the optimizer reads.
   at::Tensor shard_grads() const { return grad_shard.defined() ? grad_shard : grads.narrow(0, shard_begin, shard_numel); }
@@ -86,6 +91,7 @@ class DataParallel {
   struct Options {
     double bucket_mb = 25.0;                  // optim.bucket_mb
     ZeroStage zero = ZeroStage::None;         // optim.zero_stage
+    bool reduce_every_microbatch = false;     // ZeRO-2/3 without PP (see above)
     at::ScalarType main_grad_dtype = at::kFloat;  // optim.main_grad_dtype
     bool bf16_reduction = false;  // fp32 main gradients travel (and are summed) in bf16, then land in fp32
   };
@@ -93,7 +99,8 @@ class DataParallel {
   ~DataParallel();
 
   void zero_grad();
-  // From now on, a bucket of `chunk` whose gradients are all in starts reducing at once.
+  // From now on, a bucket of `chunk` whose gradients are all in starts reducing at once (with
+  // reduce_every_microbatch, always).
   void enable_sync(int chunk);
   // Starts what has not started and waits for every reduction over DP. Under ZeRO-2/3 each
   // parameter's main_grad is then its part inside this rank's gradient shard (flat, maybe empty).
@@ -117,11 +124,13 @@ class DataParallel {
   void add_grad(size_t bucket, model::Param& p);
   void launch(size_t bucket);
   void land(size_t bucket);  // waits for a bucket's reduction and keeps what this rank owns of it
+  void land_now(size_t bucket);  // the same, out of turn
 
   static constexpr size_t kReductionsInFlight = 2;  // ZeRO-2/3: full buffers waiting to be reduced
   distributed::Comm& comm_;
   ZeroStage zero_;
   bool bf16_reduction_;
+  bool reduce_every_microbatch_;
   at::ScalarType main_grad_dtype_;
   std::vector<size_t> in_flight_;  // ZeRO-2/3: launched buckets not yet landed, oldest first
   std::vector<Bucket> buckets_;

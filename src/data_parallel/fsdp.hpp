@@ -15,8 +15,8 @@
 // step uses the gathered stage (what PyTorch's pipeline stage does with FSDP): one gather per
 // step instead of two per microbatch and unit, at the price of the stage's full parameters
 // during the step.
-// Gradients are ZeRO-2's (data_parallel.hpp): accumulated over the microbatches in full
-// buffers, reduce-scattered during the last microbatch's backward, kept as shards.
+// Gradients are ZeRO-2's (data_parallel.hpp): reduce-scattered into shards during each
+// microbatch's backward without PP, during the last microbatch's under PP.
 //
 // Freeing keeps each parameter tensor (its shape, its autograd identity, what backward saved of
 // it) and drops only its storage's memory; gathering gives the storage memory again and fills

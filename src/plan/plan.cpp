@@ -260,10 +260,27 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   const double shard = l.sequence_parallel ? l.tp : 1;
   const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
   const double zero = l.zero_stage != ZeroStage::None ? l.dp : 1;
+  const bool shards_grads = l.zero_stage >= ZeroStage::Gradients, shards_params = l.zero_stage == ZeroStage::Parameters;
   Memory mem;
   mem.stage = st.index;
-  mem.weights = pb.weights * st.params;
-  mem.gradients = pb.gradients * st.params;
+  // ZeRO-3 keeps 1/dp of the weights between uses. What is gathered at once: without PP, a unit
+  // and the one prefetched beside it (src/data_parallel/fsdp.hpp), or every unit from forward to
+  // backward when they stay gathered; under PP the whole stage for the step.
+  double gathered = st.params, largest_unit = st.params;
+  if (shards_params && l.pp == 1) {
+    const double embedding = vocab_rows * m.hidden + (m.positions == Positions::Learned ? 1.0 * m.seq_len * m.hidden : 0);
+    const double head = model::norm_parameters(m) + vocab_rows * m.hidden;
+    largest_unit = std::max({embedding, head, shape.params});
+    if (l.reshard_after_forward) gathered = shape.params + std::max({embedding, head, st.layers >= 2 ? shape.params : 0.0});
+  }
+  mem.weights = pb.weights * (shards_params ? st.params / l.dp + gathered : st.params);
+  // ZeRO-2/3 keep 1/dp of the gradients. Without PP each microbatch's full buffers live from a
+  // bucket's first gradient until its reduce-scatter lands: the bucket being filled and at most
+  // kReductionsInFlight (2) more, each at most optim.bucket_mb (ZeRO-3: at most a unit). Under PP
+  // the full buffers accumulate over the step.
+  const double bucket = std::min(cfg.optim.bucket_mb * 1024 * 1024 / 4, largest_unit);
+  const double full_grads = !shards_grads ? st.params : l.pp == 1 ? 3 * bucket : st.params;
+  mem.gradients = pb.gradients * (full_grads + (shards_grads ? st.params / l.dp : 0));
   mem.optimizer = pb.optimizer * st.params / zero;
   // Kept activations: each in-flight (microbatch, chunk) pair holds its chunk's layers; a fully
   // recomputed layer keeps its input alone.
@@ -299,7 +316,7 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   }
   // Two pipeline receive buffers per chunk; a bf16 copy of fp32 gradients that travel in bf16.
   if (l.pp > 1) mem.buffers += 2 * l.virtual_stages * tokens * layer_input;
-  if (cfg.optim.grad_reduce_dtype == DType::Bf16 && pb.gradients == 4 && l.dp > 1) mem.buffers += 2 * st.params;
+  if (cfg.optim.grad_reduce_dtype == DType::Bf16 && pb.gradients == 4 && l.dp > 1) mem.buffers += 2 * full_grads;
   mem.runtime = hw.is_cpu ? pc.cpu_process_mb * 1e6 : gpu_runtime_bytes(cfg, l);
   return mem;
 }
@@ -418,21 +435,41 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   // Each microbatch sends an activation and a gradient across each of its v chunk boundaries.
   t.pp_comm = 2.0 * l.virtual_stages * microbatches * p2p;
   // DP: the gradients of the most loaded rank. Trainer starts buckets during the last
-  // microbatch's backward (of its last chunk), Megatron 2021 after backward. With ZeRO-1 the
-  // trainer reduces in full and all-gathers the updated fp32 parameters; Megatron's distributed
-  // optimizer reduce-scatters and all-gathers 16-bit parameters.
+  // microbatch's backward (of its last chunk), Megatron 2021 after backward; ZeRO-2/3 without PP
+  // reduce-scatter every microbatch's gradients during its backward. ZeRO-1 reduces in full,
+  // ZeRO-2/3 reduce-scatter; ZeRO-1/2 then all-gather the updated parameters (model dtype).
+  // Megatron's distributed optimizer reduce-scatters and all-gathers 16-bit parameters.
   double max_params = 0;
   for (const Stage& st : stages) max_params = std::max(max_params, st.params);
   const double grad_bytes =
       megatron || cfg.optim.grad_reduce_dtype == DType::Bf16 || cfg.optim.main_grad_dtype == DType::Bf16 ? 2 : 4;
+  const double weight_bytes = megatron ? 2 : param_bytes(cfg).weights;
   const bool sharded = l.zero_stage != ZeroStage::None;
-  const double reduce = ring_seconds(max_params * grad_bytes, l.dp, dp_link.gbs, dp_link.latency_us, megatron && sharded ? 1 : 2);
-  const double gather = sharded ? ring_seconds(max_params * (megatron ? 2 : 4), l.dp, dp_link.gbs, dp_link.latency_us, 1) : 0;
+  const bool scatters = l.zero_stage >= ZeroStage::Gradients || (megatron && sharded);
+  const double reduce = ring_seconds(max_params * grad_bytes, l.dp, dp_link.gbs, dp_link.latency_us, scatters ? 1 : 2);
+  const double gather = ring_seconds(max_params * weight_bytes, l.dp, dp_link.gbs, dp_link.latency_us, 1);
   if (megatron) {
-    t.dp_exposed = reduce + gather;
+    t.dp_exposed = reduce + (sharded ? gather : 0);
   } else {
+    // Collectives run beside compute (NCCL's stream, Gloo's threads): of a transfer overlapped
+    // with `window` seconds of compute, split in `pieces`, the first piece or what exceeds the
+    // window is exposed.
+    auto exposed = [](double seconds, double window, double pieces) { return std::max(seconds / pieces, seconds - window); };
     const double buckets = std::max(1.0, std::ceil(max_params * 4 / (cfg.optim.bucket_mb * 1e6)));
-    t.dp_exposed = std::max(reduce / buckets, reduce - stage_backward / l.virtual_stages) + gather;
+    const int reductions = l.zero_stage >= ZeroStage::Gradients && l.pp == 1 ? microbatches : 1;
+    t.dp_exposed = reductions * exposed(reduce, stage_backward / l.virtual_stages, buckets);
+    if (l.zero_stage == ZeroStage::Optimizer || l.zero_stage == ZeroStage::Gradients) t.dp_exposed += gather;
+    if (l.zero_stage == ZeroStage::Parameters) {
+      if (l.pp == 1) {
+        // Each unit gathered before its forward and (resharded) again before its backward, the
+        // next unit's gather prefetched during the current one's compute.
+        const double units = cfg.model.layers + 2;
+        const double passes = l.reshard_after_forward ? 2 : 1;
+        t.dp_exposed += microbatches * passes * exposed(gather, stage_time / passes, units);
+      } else {
+        t.dp_exposed += gather;  // the whole stage, before its first microbatch
+      }
+    }
   }
   // Optimizer: gradient norm (read g) and AdamW (read p, g, m, v; write p, m, v) over the
   // rank's shard, fp32.
@@ -538,12 +575,14 @@ std::vector<Prediction> search(const Config& base, int gpus, const Hardware& hw,
       for (int mb : divisors(cfg.train.global_batch_size / dp, 64))
         for (int v : chunk_counts)
           for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-            for (ZeroStage zero : {ZeroStage::None, ZeroStage::Optimizer})
-              for (bool sp : {false, true}) {
-                if ((zero != ZeroStage::None && dp == 1) || (sp && tp == 1)) continue;
-                Layout l{dp, pp, tp, v, mb, v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB, r, zero, sp};
-                if (accepted(cfg, l, gpus)) out.push_back(predict(cfg, l, hw, with_time));
-              }
+            for (ZeroStage zero : {ZeroStage::None, ZeroStage::Optimizer, ZeroStage::Gradients, ZeroStage::Parameters})
+              for (bool sp : {false, true})
+                for (bool reshard : {true, false}) {
+                  if ((zero != ZeroStage::None && dp == 1) || (sp && tp == 1)) continue;
+                  if (!reshard && (zero != ZeroStage::Parameters || pp > 1)) continue;  // the same run
+                  Layout l{dp, pp, tp, v, mb, v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB, r, zero, sp, reshard};
+                  if (accepted(cfg, l, gpus)) out.push_back(predict(cfg, l, hw, with_time));
+                }
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const Prediction& a, const Prediction& b) { return a.tokens_per_s > b.tokens_per_s; });

@@ -38,7 +38,7 @@ struct Time {
   double tp_comm = 0;     // tensor-parallel collectives (not overlapped)
   double pp_comm = 0;     // pipeline sends and receives on the critical path
   double bubble = 0;      // pipeline fill and drain
-  double dp_exposed = 0;  // the gradient reduction backward does not hide, and ZeRO-1's parameter gather
+  double dp_exposed = 0;  // DP collectives compute does not hide: gradient reduction, parameter gathers
   double optimizer = 0;   // gradient norm and AdamW
   // Every term by name ("compute", ... "optimizer"), the names the JSON report uses.
   std::vector<std::pair<const char*, double>> terms() const;
@@ -64,7 +64,8 @@ struct Prediction {
 Prediction predict(const Config& cfg, const Layout& layout, const Hardware& hw, bool with_time = true);
 
 // Every layout of `gpus` devices that the trainer accepts for this model and batch (dp, pp,
-// tp, virtual stages, micro-batch size ≤ 64, recomputation, ZeRO stage, sequence parallelism),
+// tp, virtual stages, micro-batch size ≤ 64, recomputation, ZeRO stage 0-3 with ZeRO-3's
+// fsdp_reshard_after_forward either way where it matters (no PP), sequence parallelism),
 // predicted, fastest first.
 std::vector<Prediction> search(const Config& cfg, int gpus, const Hardware& hw, bool with_time = true);
 

@@ -56,6 +56,7 @@ Json json_of(const Prediction& p) {
           {"recompute", name_of(l.recompute)},
           {"zero_stage", static_cast<int>(l.zero_stage)},
           {"sequence_parallel", l.sequence_parallel},
+          {"fsdp_reshard_after_forward", l.reshard_after_forward},
           {"memory_gb", memory},
           {"fits", p.fits},
           {"time_s", seconds},

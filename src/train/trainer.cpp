@@ -253,10 +253,12 @@ class Dump {
   std::ofstream losses_;
 };
 
-data_parallel::DataParallel::Options dp_options_of(const OptimConfig& o) {
+data_parallel::DataParallel::Options dp_options_of(const Config& cfg) {
+  const OptimConfig& o = cfg.optim;
   data_parallel::DataParallel::Options d;
   d.bucket_mb = o.bucket_mb;
   d.zero = o.zero_stage;
+  d.reduce_every_microbatch = cfg.parallel.pp == 1;
   d.main_grad_dtype = runtime::scalar_type(o.main_grad_dtype);
   d.bf16_reduction = o.grad_reduce_dtype == DType::Bf16;
   return d;
@@ -324,7 +326,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   // Dropout masks: one seed per TP group (runtime/seed.hpp says why).
   runtime::seed_dropout(cfg.runtime.seed, job.rank / cfg.parallel.tp);
   model::GPT model = build_model(cfg, comm);
-  data_parallel::DataParallel dp(model.params(), comm, dp_options_of(cfg.optim));
+  data_parallel::DataParallel dp(model.params(), comm, dp_options_of(cfg));
   data_parallel::ParameterGathers gathers(dp, model.units(), comm, /*per_unit=*/cfg.parallel.pp == 1,
                                           cfg.parallel.fsdp_reshard_after_forward);
   if (gathers.per_unit()) model.set_unit_hooks(&gathers);

@@ -1,4 +1,4 @@
-// Checkpoints: exact resume, resharding to other layouts (ZeRO-1 on one side), atomicity
+// Checkpoints: exact resume, resharding to other layouts and ZeRO stages (0-3), atomicity
 // against interrupted saves, signals, and bad checkpoints.
 #include <ATen/ATen.h>
 
@@ -32,11 +32,12 @@ std::string latest_name(const std::string& ckpt) {
 }  // namespace
 
 TEST_CASE("resume is exact: 20 straight steps equal 10 + resume + 10 bitwise", "[checkpoint][mp]") {
-  // In bf16 the checkpoint holds the fp32 masters, from which the bf16 weights are rounded again.
-  const std::string precision = GENERATE(as<std::string>(), "fp32", "bf16");
-  INFO("runtime.precision=" << precision);
+  // In bf16 the checkpoint holds the fp32 masters, from which the bf16 weights are rounded again
+  // (under ZeRO-3 into each rank's parameter shard).
+  const auto [precision, zero] = GENERATE(std::pair<std::string, std::string>{"fp32", "1"}, std::pair<std::string, std::string>{"bf16", "3"});
+  INFO("runtime.precision=" << precision << " optim.zero_stage=" << zero);
   testing::TempDir dir;
-  const std::vector<std::string> sets = {"train.steps=20", "optim.zero_stage=1", "runtime.precision=" + precision};
+  const std::vector<std::string> sets = {"train.steps=20", "optim.zero_stage=" + zero, "runtime.precision=" + precision};
   train_ckpt({2, 2, 2}, dir.file("a"), dir.file("dump_a"), sets);
   const auto straight = testing::read_losses(dir.file("dump_a"));
   REQUIRE(straight.size() == 20);
@@ -53,28 +54,30 @@ TEST_CASE("resume is exact: 20 straight steps equal 10 + resume + 10 bitwise", "
     CHECK(resumed[i].grad_norm == straight[10 + i].grad_norm);
   }
   // --no-resume starts over.
-  train_ckpt({2, 2, 2}, dir.file("b"), dir.file("dump_b3"), {"train.steps=2", "optim.zero_stage=1", sets[2]},
+  train_ckpt({2, 2, 2}, dir.file("b"), dir.file("dump_b3"), {"train.steps=2", sets[1], sets[2]},
              {"--no-resume"});
   CHECK(testing::read_losses(dir.file("dump_b3"))[0].loss == straight[0].loss);
 }
 
-TEST_CASE("a checkpoint loads at another layout and training continues the same", "[checkpoint][mp]") {
+TEST_CASE("a checkpoint loads at another layout and ZeRO stage and training continues the same", "[checkpoint][zero][mp]") {
   struct Case {
     std::array<int, 3> from, to;
-    bool zero_from, zero_to;
+    int zero_from, zero_to;
   };
-  const std::vector<Case> cases = {{{2, 2, 2}, {1, 1, 1}, true, false},
-                                   {{1, 1, 1}, {2, 2, 2}, false, true},
-                                   {{2, 1, 2}, {1, 4, 1}, true, false}};
+  // Every stage on both sides; ZeRO-3 per unit (pp 1) and per stage (pp 2).
+  const std::vector<Case> cases = {{{2, 2, 2}, {1, 1, 1}, 1, 0}, {{1, 1, 1}, {2, 2, 2}, 0, 3},
+                                   {{2, 1, 2}, {1, 4, 1}, 3, 0}, {{4, 1, 1}, {2, 2, 2}, 2, 1},
+                                   {{2, 2, 2}, {4, 1, 1}, 3, 2}};
   for (const auto& c : cases) {
-    INFO("from " << c.from[0] << "x" << c.from[1] << "x" << c.from[2] << " to " << c.to[0] << "x" << c.to[1] << "x" << c.to[2]);
+    INFO("from " << c.from[0] << "x" << c.from[1] << "x" << c.from[2] << " zero " << c.zero_from << " to " << c.to[0]
+                 << "x" << c.to[1] << "x" << c.to[2] << " zero " << c.zero_to);
     testing::TempDir dir;
-    std::vector<std::string> sets = {"train.steps=8", std::string("optim.zero_stage=") + (c.zero_from ? "1" : "0")};
+    std::vector<std::string> sets = {"train.steps=8", "optim.zero_stage=" + std::to_string(c.zero_from)};
     train_ckpt(c.from, dir.file("ckpt"), dir.file("dump0"), sets, {"--exit-after", "4"});
     fs::copy(dir.file("ckpt"), dir.file("ckpt_same"), fs::copy_options::recursive);
     // Continue in the original layout, and in the new one.
     train_ckpt(c.from, dir.file("ckpt_same"), dir.file("dump_same"), sets);
-    sets[1] = std::string("optim.zero_stage=") + (c.zero_to ? "1" : "0");
+    sets[1] = "optim.zero_stage=" + std::to_string(c.zero_to);
     train_ckpt(c.to, dir.file("ckpt"), dir.file("dump_new"), sets);
     const auto same = testing::read_losses(dir.file("dump_same"));
     const auto moved = testing::read_losses(dir.file("dump_new"));

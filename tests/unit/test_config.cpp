@@ -111,7 +111,8 @@ TEST_CASE("bad configs exit 2 naming key - value and fix", "[config][cli]") {
       {"fp8 precision", "", {"runtime.precision=fp8"}, 0, {"runtime.precision", "'fp8'", "fp32, bf16"}},
       {"bf16 main grads of an fp32 model", "", {"optim.main_grad_dtype=bf16"}, 0, {"optim.main_grad_dtype", "runtime.precision=bf16"}},
       {"fp32 residual of an fp32 model", "", {"runtime.fp32_residual=true"}, 0, {"runtime.fp32_residual", "runtime.precision=bf16"}},
-      {"zero stage 2", "", {"optim.zero_stage=2"}, 0, {"optim.zero_stage", "use one of: 0, 1"}},
+      {"zero stage 4", "", {"optim.zero_stage=4"}, 0, {"optim.zero_stage", "use one of: 0, 1, 2, 3"}},
+      {"zero stage 3 without data parallelism", "", {"optim.zero_stage=3"}, 0, {"optim.zero_stage", "parallel.dp = 1", "raise parallel.dp"}},
       {"sequence parallel with indivisible seq", "", {"parallel.tp=2", "parallel.sequence_parallel=true", "model.seq_len=33"}, 0, {"model.seq_len", "sequence parallelism"}},
   };
   testing::TempDir dir;

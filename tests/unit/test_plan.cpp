@@ -226,6 +226,55 @@ TEST_CASE("plan: each memory term answers to its setting", "[plan]") {
   CHECK(tp4.memory.weights > 0.45 * base.memory.weights);
 }
 
+TEST_CASE("plan: ZeRO-2 and ZeRO-3 shard gradients and weights, and pay in gathers", "[plan][zero]") {
+  Config c;  // 8 layers, hidden 1024, bf16, at dp 4 without PP
+  c.model.layers = 8, c.model.hidden = 1024, c.model.heads = 16, c.model.ffn = 4096, c.model.vocab_size = 32000;
+  c.model.seq_len = 1024;
+  c.runtime.precision = DType::Bf16;
+  c.parallel.dp = 4, c.parallel.pp = 1, c.parallel.tp = 1, c.parallel.micro_batch_size = 1;
+  c.train.global_batch_size = 16;
+  const plan::Hardware& h100 = plan::find_gpu("h100-80gb");
+  auto at = [&](ZeroStage zero, const std::function<void(Config&)>& change = [](Config&) {}) {
+    Config x = c;
+    x.optim.zero_stage = zero;
+    change(x);
+    validate(x, x.parallel.dp * x.parallel.pp * x.parallel.tp);
+    return plan::predict(x, layout_of(x), h100);
+  };
+  const auto z1 = at(ZeroStage::Optimizer), z2 = at(ZeroStage::Gradients), z3 = at(ZeroStage::Parameters);
+  const double P = z1.memory.weights / 2;  // bf16 weights
+  const double vh = 32000.0 * 1024, layer = P - vh - 1024.0 * 1024 - 2 * 1024;  // minus embeddings and final norm
+  // ZeRO-2: fp32 gradient shard plus three full buckets in flight (25 MiB of fp32 each).
+  const double bucket = 25.0 * 1024 * 1024 / 4;
+  CHECK(z2.memory.gradients == Approx(4 * (P / 4 + 3 * bucket)));
+  CHECK(z2.memory.weights == Approx(z1.memory.weights));
+  CHECK(z2.memory.optimizer == Approx(z1.memory.optimizer));
+  // ZeRO-3: the weight shard plus a layer and the largest unit gathered (the tied embedding:
+  // token and learned position rows).
+  const double embedding = vh + 1024.0 * 1024;
+  CHECK(z3.memory.weights == Approx(2 * (P / 4 + layer / 8 + embedding)).epsilon(1e-6));
+  CHECK(z3.memory.gradients == Approx(z2.memory.gradients));
+  // Kept gathered from forward to backward: the whole model at the peak, and one gather less.
+  const auto kept = at(ZeroStage::Parameters, [](Config& x) { x.parallel.fsdp_reshard_after_forward = false; });
+  CHECK(kept.memory.weights == Approx(2 * (P / 4 + P)));
+  // Under PP the stage stays gathered for the step and its gradients accumulate in full.
+  const auto pp2 = at(ZeroStage::Parameters, [](Config& x) { x.parallel.pp = 2, x.parallel.dp = 2; });
+  const double stage = pp2.memory.weights / 2 / (1 + 1.0 / 2);
+  CHECK(pp2.memory.gradients == Approx(4 * (stage + stage / 2)));
+  // Time: every stage pays for DP; ZeRO-3 gathers each unit twice a microbatch when it reshards
+  // after forward, once when it keeps them.
+  CHECK(z1.time.dp_exposed > 0);
+  CHECK(z2.time.dp_exposed > 0);
+  CHECK(kept.time.dp_exposed < z3.time.dp_exposed);
+  // The search tries every stage, and the reshard choice only where it matters.
+  std::set<std::pair<int, bool>> seen;
+  for (const auto& p : plan::search(c, 8, h100, false)) {
+    seen.insert({static_cast<int>(p.layout.zero_stage), p.layout.reshard_after_forward});
+    if (!p.layout.reshard_after_forward) CHECK((p.layout.zero_stage == ZeroStage::Parameters && p.layout.pp == 1));
+  }
+  CHECK(seen == std::set<std::pair<int, bool>>{{0, true}, {1, true}, {2, true}, {3, true}, {3, false}});
+}
+
 TEST_CASE("plan: Llama 3 70B on 512 H100s and 8B on 8", "[plan]") {
   for (const auto& [file, gpus] : {std::pair{"llama3-70b.yaml", 512}, std::pair{"llama3-8b.yaml", 8}}) {
     const Config c = load_config(testing::source_dir() + "/configs/" + file);
