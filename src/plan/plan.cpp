@@ -279,7 +279,7 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   // kReductionsInFlight (2) more, each at most optim.bucket_mb (ZeRO-3: at most a unit). Under PP
   // the full buffers accumulate over the step.
   const double bucket = std::min(cfg.optim.bucket_mb * 1024 * 1024 / 4, largest_unit);
-  const double full_grads = !shards_grads ? st.params : l.pp == 1 ? 3 * bucket : st.params;
+  const double full_grads = shards_grads && l.pp == 1 ? 3 * bucket : st.params;
   mem.gradients = pb.gradients * (full_grads + (shards_grads ? st.params / l.dp : 0));
   mem.optimizer = pb.optimizer * st.params / zero;
   // Kept activations: each in-flight (microbatch, chunk) pair holds its chunk's layers; a fully
