@@ -461,7 +461,7 @@ int run_plan(const PlanArgs& o) {
   const int gpus = o.gpus > 0 ? o.gpus : (o.layout.empty() ? 0 : world_size_of(cfg.parallel));
   if (gpus <= 0) throw ConfigError("--gpus: give the number of devices (or --layout DPxPPxTP)");
   if (!o.layout.empty()) validate(cfg, gpus);
-  plan::Hardware hw = o.gpu == "cpu" ? plan::measure_cpu(cfg.runtime.precision) : plan::find_gpu(o.gpu);
+  plan::Hardware hw = o.gpu == "cpu" ? plan::measure_cpu(cfg.runtime) : plan::find_gpu(o.gpu);
   if (o.gpus_per_node > 0) hw.gpus_per_node = o.gpus_per_node;
   if (!hw.is_cpu && cfg.runtime.gpu_memory_gb > 0) hw.memory_gb = cfg.runtime.gpu_memory_gb;
   const std::string model = fmt::format("{:.3g}B parameters (vocab {}, seq {})", model::count_parameters(cfg.model) / 1e9,

@@ -31,6 +31,7 @@ template <> struct Choices<PlanAssumptions> { static constexpr const char* names
 template <> struct Choices<Preflight> { static constexpr const char* names[] = {"error", "warn", "off"}; };
 template <> struct Choices<ZeroStage> { static constexpr const char* names[] = {"0", "1", "2", "3"}; };
 template <> struct Choices<PipelineTransfers> { static constexpr const char* names[] = {"auto", "order-paired", "one-by-one"}; };
+template <> struct Choices<CpuBf16Matmul> { static constexpr const char* names[] = {"auto", "native", "fp32"}; };
 
 template <typename T, typename = void> struct is_choice : std::false_type {};
 template <typename T> struct is_choice<T, std::void_t<decltype(Choices<T>::names)>> : std::true_type {};
@@ -78,6 +79,7 @@ TRAINER_CHOICE(RopeScaling)
 TRAINER_CHOICE(Recompute)
 TRAINER_CHOICE(ZeroStage)
 TRAINER_CHOICE(PipelineTransfers)
+TRAINER_CHOICE(CpuBf16Matmul)
 #undef TRAINER_CHOICE
 
 namespace {
@@ -357,6 +359,9 @@ const std::vector<Field>& schema() {
             "dtype of the model's weights, activations and traffic; bf16 keeps fp32 master weights in the optimizer"),
       field("runtime.fp32_residual", &C::runtime, &RuntimeConfig::fp32_residual,
             "bf16: keep the residual stream between layers (and pipeline sends) in fp32"),
+      field("runtime.cpu_bf16_matmul", &C::runtime, &RuntimeConfig::cpu_bf16_matmul,
+            "bf16 on a CPU: auto = LibTorch's bf16 kernels where the CPU has bf16 units (AVX512-BF16, AMX), "
+            "else bf16 storage with fp32 compute; native or fp32 force one"),
       field("runtime.peak_tflops", &C::runtime, &RuntimeConfig::peak_tflops,
             "per-process peak TFLOP/s for MFU; 0 = not reported"),
       field("runtime.gpu_memory_gb", &C::runtime, &RuntimeConfig::gpu_memory_gb,

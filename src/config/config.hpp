@@ -33,6 +33,9 @@ enum class Preflight { Error, Warn, Off };
 // gradients (reduce-scattered); 3: also the parameters (FSDP: gathered per unit when used).
 enum class ZeroStage { None = 0, Optimizer = 1, Gradients = 2, Parameters = 3 };
 enum class PipelineTransfers { Auto, OrderPaired, OneByOne };
+// How bf16 products run on a CPU (src/ops/cpu_ops.hpp): as the CPU offers, in LibTorch's bf16
+// kernels, or converted to fp32.
+enum class CpuBf16Matmul { Auto, Native, Fp32 };
 
 // The spelling of `value` in a config ("interleaved-1f1b"), and the value of a spelling
 // (throws ConfigError naming `key` and the choices).
@@ -162,6 +165,7 @@ struct RuntimeConfig {
   // The model's weights, activations and traffic; the optimizer keeps fp32 master weights.
   DType precision = DType::Fp32;
   bool fp32_residual = false;      // bf16: the residual stream (and pipeline sends) stay fp32
+  CpuBf16Matmul cpu_bf16_matmul = CpuBf16Matmul::Auto;  // bf16 on a CPU: native units, or fp32 compute
   bool tf32 = false;               // CUDA: fp32 matmuls may use TF32
   double peak_tflops = 0.0;        // for MFU; 0 = unknown
   double gpu_memory_gb = 0.0;      // what the memory pre-flight allows per GPU; 0 = the device's

@@ -57,8 +57,10 @@ Peak measure_peak(DType dtype, int size, double seconds, DeviceKind device_name)
   Peak peak;
   peak.max_rel_error = std::max(relative_error(libtorch_mm, device, type), relative_error(model_mm, device, type));
   peak.libtorch_tflops = tflops(libtorch_mm, x, y, seconds);
-  // Elsewhere the model's matmul is at::matmul, i.e. the same at::mm: no need to time it twice.
-  peak.model_tflops = ops::uses_onednn(x) ? tflops(model_mm, x, y, seconds) : peak.libtorch_tflops;
+  // Elsewhere the model's matmul is at::linear, i.e. the same kernels as at::mm: no need to time
+  // it twice.
+  const bool own = ops::uses_onednn(x) || ops::computes_in_fp32(x);
+  peak.model_tflops = own ? tflops(model_mm, x, y, seconds) : peak.libtorch_tflops;
   peak.tflops = std::max(peak.model_tflops, peak.libtorch_tflops);
   return peak;
 }

@@ -9,8 +9,8 @@ namespace trainer::metrics {
 
 struct Peak {
   double tflops = 0;           // the better of the two below: the peak MFU is measured against
-  double model_tflops = 0;     // the matmul the model uses (src/ops/cpu_ops: oneDNN on CPU fp32)
-  double libtorch_tflops = 0;  // LibTorch's at::mm (OpenBLAS in Debian's CPU build)
+  double model_tflops = 0;     // the matmul the model uses (src/ops/cpu_ops: oneDNN on CPU fp32, fp32 compute for bf16 without bf16 units)
+  double libtorch_tflops = 0;  // LibTorch's at::mm (MKL, or oneDNN for bf16, in the pip wheel)
   double max_rel_error = 0;    // of a smaller product against a float64 reference, worst engine
 };
 

@@ -3,7 +3,14 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
+#include <ATen/Version.h>
+#include <ATen/cpu/Utils.h>
+
 #include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 
 #include <stdexcept>
 #include <string>
@@ -17,29 +24,96 @@ using torch::autograd::variable_list;
 
 namespace {
 
-// oneDNN's row-major sgemm: C = alpha·op(A)·op(B) + beta·C (status 0 = success). A stable C
-// function since oneDNN 1.0, taken from Debian's libdnnl at run time (see sgemm()).
+// oneDNN's row-major sgemm: C = alpha·op(A)·op(B) + beta·C (status 0 = success), and the ISA its
+// kernels use (what the CPU has, capped by ONEDNN_MAX_CPU_ISA). Stable C functions since oneDNN
+// 1.0, taken from Debian's libdnnl at run time (see onednn()).
 using Sgemm = int (*)(char transa, char transb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                       int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+using EffectiveIsa = int (*)();
+
+struct OneDnn {
+  Sgemm sgemm = nullptr;
+  EffectiveIsa effective_isa = nullptr;
+};
 
 // The copy of oneDNN inside libtorch_cpu is hidden, but LibTorch exports some of its template
 // instances (std::vector<dnnl::impl::...>); linked normally, Debian's libdnnl would bind to
-// those and fail ("unimplemented"). RTLD_DEEPBIND makes it use its own. Null when absent.
-Sgemm sgemm() {
-  static const Sgemm fn = [] {
-    void* lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    return lib ? reinterpret_cast<Sgemm>(dlsym(lib, "dnnl_sgemm")) : nullptr;
+// those and fail ("unimplemented"). RTLD_DEEPBIND makes it use its own. Null members when absent.
+const OneDnn& onednn() {
+  static const OneDnn lib = [] {
+    OneDnn out;
+    if (void* handle = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND)) {
+      out.sgemm = reinterpret_cast<Sgemm>(dlsym(handle, "dnnl_sgemm"));
+      out.effective_isa = reinterpret_cast<EffectiveIsa>(dlsym(handle, "dnnl_get_effective_cpu_isa"));
+    }
+    return out;
   }();
-  return fn;
+  return lib;
 }
 
+Sgemm sgemm() { return onednn().sgemm; }
+
 bool cpu_fp32(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; }
+
+// dnnl_cpu_isa_t is a bit mask: an ISA includes every bit of the ISAs below it.
+constexpr int kAvx512CoreBf16 = 0xe7;
+std::string isa_name(int isa) {
+  static const std::vector<std::pair<int, const char*>> names = {
+      {0x1, "sse41"},           {0x3, "avx"},           {0x7, "avx2"}, {0x407, "avx2_vnni"}, {0x27, "avx512_core"},
+      {0x67, "avx512_core_vnni"}, {0xe7, "avx512_core_bf16"}, {0x3e7, "avx512_core_amx"}};
+  for (const auto& [value, name] : names)
+    if (value == isa) return name;
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%x", isa);
+  return hex;
+}
+
+CpuBf16 detect_cpu_bf16() {
+  const auto caps = at::cpu::get_cpu_capabilities();
+  auto has = [&](const char* flag) {
+    const auto it = caps.find(flag);
+    return it != caps.end() && it->second.isBool() && it->second.toBool();
+  };
+  CpuBf16 out;
+  const bool cpu = has("avx512_bf16") || has("amx_bf16");
+  const std::string aten = at::get_cpu_capability();  // ATen's kernels: ATEN_CPU_CAPABILITY caps them
+  const bool aten_avx512 = aten.rfind("AVX512", 0) == 0;
+  std::string why = std::string("CPU bf16 units (AVX512-BF16 or AMX-BF16): ") + (cpu ? "yes" : "no") +
+                    "; ATen's kernels: " + aten;
+  bool onednn_bf16 = true;
+  if (onednn().effective_isa) {
+    const int isa = onednn().effective_isa();
+    onednn_bf16 = (isa & kAvx512CoreBf16) == kAvx512CoreBf16;
+    why += "; oneDNN's ISA: " + isa_name(isa);
+  } else {
+    why += "; oneDNN's ISA: unknown (no libdnnl.so.2)";
+  }
+  out.native = cpu && aten_avx512 && onednn_bf16;
+  out.why = why;
+  return out;
+}
+
+// Whether CPU bf16 products run in fp32 (compute_cpu_bf16_in_fp32); until set, what the CPU offers.
+std::atomic<int> g_bf16_in_fp32{-1};
 
 }  // namespace
 
 bool onednn_matmuls() { return sgemm() != nullptr; }
 
 bool uses_onednn(const at::Tensor& t) { return onednn_matmuls() && cpu_fp32(t); }
+
+const CpuBf16& cpu_bf16() {
+  static const CpuBf16 detected = detect_cpu_bf16();
+  return detected;
+}
+
+void compute_cpu_bf16_in_fp32(bool in_fp32) { g_bf16_in_fp32 = in_fp32 ? 1 : 0; }
+
+bool computes_in_fp32(const at::Tensor& t) {
+  if (!t.device().is_cpu() || t.scalar_type() != at::kBFloat16) return false;
+  const int set = g_bf16_in_fp32.load();
+  return set < 0 ? !cpu_bf16().native : set == 1;
+}
 
 namespace {
 
@@ -58,17 +132,31 @@ Operand operand(const at::Tensor& t) {
   return {t.contiguous(), 'N', std::max<int64_t>(1, cols)};
 }
 
-// c = a · b for matrices, into a new contiguous tensor; oneDNN spreads it over the intra-op threads.
-at::Tensor gemm(const at::Tensor& a_in, const at::Tensor& b_in) {
+// c = a · b (beta = 0) or c += a · b (beta = 1) for fp32 matrices, c contiguous [M, N]: oneDNN's
+// sgemm over the intra-op threads where libdnnl is loaded, else LibTorch's at::mm (MKL).
+void gemm_into(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, float beta) {
   const int64_t M = a_in.size(0), K = a_in.size(1), N = b_in.size(1);
   TORCH_CHECK(b_in.size(0) == K, "gemm: shapes ", a_in.sizes(), " and ", b_in.sizes(), " do not multiply");
-  at::Tensor c = at::empty({M, N}, a_in.options());
-  if (c.numel() == 0) return c;
-  if (K == 0) return c.zero_();
+  if (c.numel() == 0) return;
+  if (K == 0) {
+    if (beta == 0) c.zero_();
+    return;
+  }
+  if (!sgemm()) {
+    if (beta == 0) at::mm_out(c, a_in, b_in);
+    else c.addmm_(a_in, b_in);
+    return;
+  }
   const Operand a = operand(a_in), b = operand(b_in);
   const int s = sgemm()(a.trans, b.trans, M, N, K, 1.0f, a.t.data_ptr<float>(), a.ld, b.t.data_ptr<float>(), b.ld,
-                        0.0f, c.data_ptr<float>(), N);
+                        beta, c.data_ptr<float>(), N);
   if (s != 0) throw std::runtime_error("oneDNN sgemm failed with status " + std::to_string(s));
+}
+
+// c = a · b for fp32 matrices, into a new contiguous tensor.
+at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  gemm_into(a, b, c, 0.0f);
   return c;
 }
 
@@ -93,6 +181,58 @@ struct Linear : Function<Linear> {
     at::Tensor dx = ctx->needs_input_grad(0) ? gemm(g, w).view(x_shape) : at::Tensor();
     at::Tensor dw = ctx->needs_input_grad(1) ? gemm(transposed(g), x2) : at::Tensor();
     return {dx, dw};
+  }
+};
+
+// Rows per block of the bf16 products computed in fp32: the fp32 copies of one block of an
+// operand and of the result stay within ~8 MB, so the fp32 work never holds a whole [tokens,
+// vocab] or [tokens, ffn] tensor.
+int64_t block_rows(int64_t rows, int64_t width) {
+  constexpr int64_t kBlockBytes = 8 << 20;
+  return std::clamp<int64_t>(kBlockBytes / (4 * std::max<int64_t>(width, 1)), 1, std::max<int64_t>(rows, 1));
+}
+
+// y = x wᵀ for bf16 tensors on a CPU without bf16 units: bf16 storage, fp32 compute. Each block
+// of rows is converted to fp32, multiplied in sgemm and rounded to bf16 once: the numerics of a
+// bf16 GEMM with fp32 accumulation, at fp32 speed (LibTorch's own bf16 GEMM is a scalar loop
+// there). The fp32 weight is a temporary; autograd keeps the bf16 x and w, as at::linear does.
+struct Bf16LinearInFp32 : Function<Bf16LinearInFp32> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
+    const at::Tensor x2 = x.reshape({-1, x.size(-1)});
+    ctx->save_for_backward({x2, w});
+    const int64_t M = x2.size(0), N = w.size(0);
+    const at::Tensor wt = transposed(w.to(at::kFloat));
+    at::Tensor y = at::empty({M, N}, x.options());
+    const int64_t R = block_rows(M, std::max(N, x2.size(1)));
+    for (int64_t r = 0; r < M; r += R) {
+      const int64_t n = std::min(R, M - r);
+      y.narrow(0, r, n).copy_(gemm(x2.narrow(0, r, n).to(at::kFloat), wt));
+    }
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = N;
+    return at::_unsafe_view(y, shape);
+  }
+  // dx = g w per block of rows; dw = gᵀ x accumulated over the blocks in fp32, rounded once.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x2 = saved[0];
+    const at::Tensor& w = saved[1];
+    const at::Tensor g = grads[0].reshape({-1, w.size(0)});
+    const int64_t M = g.size(0), N = w.size(0), K = w.size(1);
+    const bool need_dx = ctx->needs_input_grad(0), need_dw = ctx->needs_input_grad(1);
+    const at::Tensor w32 = need_dx ? w.to(at::kFloat) : at::Tensor();
+    at::Tensor dx = need_dx ? at::empty({M, K}, g.options()) : at::Tensor();
+    at::Tensor dw32 = need_dw ? at::zeros({N, K}, g.options().dtype(at::kFloat)) : at::Tensor();
+    const int64_t R = block_rows(M, std::max(N, K));
+    for (int64_t r = 0; r < M; r += R) {
+      const int64_t n = std::min(R, M - r);
+      const at::Tensor g32 = g.narrow(0, r, n).to(at::kFloat);
+      if (need_dx) dx.narrow(0, r, n).copy_(gemm(g32, w32));
+      if (need_dw) gemm_into(transposed(g32), x2.narrow(0, r, n).to(at::kFloat), dw32, r == 0 ? 0.0f : 1.0f);
+    }
+    std::vector<int64_t> x_shape = grads[0].sizes().vec();
+    x_shape.back() = K;
+    return {need_dx ? dx.view(x_shape) : at::Tensor(), need_dw ? dw32.to(w.scalar_type()) : at::Tensor()};
   }
 };
 
@@ -128,8 +268,8 @@ at::Tensor gelu_tanh(const at::Tensor& x) {
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  if (uses_onednn(x)) {
-    at::Tensor y = Linear::apply(x, w);
+  if (uses_onednn(x) || computes_in_fp32(x)) {
+    at::Tensor y = uses_onednn(x) ? Linear::apply(x, w) : Bf16LinearInFp32::apply(x, w);
     return b.defined() ? y.add_(b) : y;
   }
   return at::linear(x, w, b);

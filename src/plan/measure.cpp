@@ -105,13 +105,14 @@ CommFigures measure_comm() {
   return f;
 }
 
-Hardware measure_cpu(DType precision) {
+Hardware measure_cpu(const RuntimeConfig& runtime) {
   Hardware hw;
   hw.name = "cpu";
   hw.is_cpu = true;
   hw.cores = static_cast<int>(std::thread::hardware_concurrency());
   hw.memory_gb = runtime::available_memory_bytes() / 1e9;
-  const double peak = metrics::measure_peak(precision, 2048, 1.0).model_tflops;
+  runtime::use_cpu_bf16(runtime);  // bf16's peak is that of the products the run will compute
+  const double peak = metrics::measure_peak(runtime.precision, 2048, 1.0).model_tflops;
   hw.bf16_tflops = hw.fp32_tflops = hw.tf32_tflops = peak;  // the run's precision, measured
   hw.memory_gbs = copy_gbs();
   const CommFigures comm = measure_comm();

@@ -28,7 +28,8 @@ CommFigures bench_comm(const distributed::JobEnv& job, const std::string& output
 CommFigures measure_comm();
 
 
-// This machine for `precision`, measured as above (every rank local: gpus_per_node 0).
-Hardware measure_cpu(DType precision);
+// This machine for `runtime`'s precision (and CPU bf16 products), measured as above (every rank
+// local: gpus_per_node 0).
+Hardware measure_cpu(const RuntimeConfig& runtime);
 
 }  // namespace trainer::plan

@@ -130,7 +130,8 @@ std::vector<Stage> stages_of(const Config& cfg, const Layout& l, int microbatche
 // pipeline's sends (runtime.fp32_residual keeps it fp32 under bf16).
 struct Widths {
   double matmul = 4, residual = 4;
-  bool cpu_fp32 = false;  // trainer's own CPU fp32 kernels (GELU keeps its sigmoid)
+  bool cpu_fp32 = false;      // trainer's own CPU fp32 kernels (GELU keeps its sigmoid)
+  bool bf16_in_fp32 = false;  // CPU bf16 products computed in fp32 (runtime::cpu_bf16_in_fp32)
 };
 
 Widths widths_of(const Config& cfg, bool gpu) {
@@ -139,6 +140,7 @@ Widths widths_of(const Config& cfg, bool gpu) {
   w.matmul = bf16 ? 2 : 4;
   w.residual = bf16 && !cfg.runtime.fp32_residual ? 2 : 4;
   w.cpu_fp32 = !gpu && !bf16;
+  w.bf16_in_fp32 = !gpu && bf16 && runtime::cpu_bf16_in_fp32(cfg.runtime);
   return w;
 }
 
@@ -151,6 +153,10 @@ double trainer_layer_bytes(const ModelConfig& m, const LayerShape& s, bool sp, R
   double attention_core;
   if (recompute == Recompute::Selective) {
     attention_core = (q + kv) * w.matmul;  // the recomputed function's inputs only
+  } else if (w.bf16_in_fp32) {
+    // The kernel's fp32 copies of q, k, v and its fp32 output; the bf16 projection outputs they
+    // were converted from are not kept.
+    attention_core = (q + kv + q) * 4 + 4 * s.heads_local;
   } else {
     // q, k, v (GQA shares them inside the kernel: none repeated; RoPE's rotated keys are a new
     // tensor beside the kv projection output), the output, and its fp32 log-sum-exp per head.
@@ -298,9 +304,9 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   // their size) per microbatch in flight and, while one runs backward, their gradient in the
   // same dtype; the cross-entropy's fp32 work goes in 16 MB blocks. Measured on the CPU, not
   // explained by these tensors: in bf16, where the head runs through LibTorch's CPU matmul and
-  // its autograd backward (fp32 has trainer's own, src/ops/cpu_ops.cpp), the backward holds ~2
-  // bytes per logit more (docs/plan.md).
-  const double head_backward = w.matmul + (hw.is_cpu && w.matmul == 2 ? 2 : 0);
+  // its autograd backward (fp32 and bf16 in fp32 have trainer's own, src/ops/cpu_ops.cpp), the
+  // backward holds ~2 bytes per logit more (docs/plan.md).
+  const double head_backward = w.matmul + (hw.is_cpu && w.matmul == 2 && !w.bf16_in_fp32 ? 2 : 0);
   const double logits = st.last ? (st.head_in_flight * w.matmul + head_backward) * tokens * vocab_rows : 0;
   mem.activations = activations * (1 + pc.activation_overhead);
   mem.logits = logits * (1 + pc.activation_overhead);
@@ -313,6 +319,13 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   } else if (optimizer_temporaries > mem.activations + mem.logits) {
     mem.activations = optimizer_temporaries;
     mem.logits = 0;
+  }
+  // bf16 products computed in fp32: the backward of the largest matrix holds its fp32 copy and
+  // fp32 gradient, and fp32 blocks of at most 8 MiB of the gradient, the input and the result.
+  if (w.bf16_in_fp32) {
+    const double rows = st.last ? std::max(vocab_rows, shape.f / l.tp) : shape.f / l.tp;
+    const double block = std::min(8.0 * 1024 * 1024, 4 * tokens * std::max(rows, shape.h));
+    mem.buffers += 8 * rows * shape.h + 3 * block;
   }
   // Two pipeline receive buffers per chunk; a bf16 copy of fp32 gradients that travel in bf16.
   if (l.pp > 1) mem.buffers += 2 * l.virtual_stages * tokens * layer_input;

@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "ops/cpu_ops.hpp"
+
 #ifdef TRAINER_WITH_CUDA
 #include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -60,6 +62,13 @@ void check_precision(const c10::Device& device, DType precision) {
   (void)precision;
 #endif
 }
+
+bool cpu_bf16_in_fp32(const RuntimeConfig& r) {
+  if (r.cpu_bf16_matmul == CpuBf16Matmul::Auto) return !ops::cpu_bf16().native;
+  return r.cpu_bf16_matmul == CpuBf16Matmul::Fp32;
+}
+
+void use_cpu_bf16(const RuntimeConfig& r) { ops::compute_cpu_bf16_in_fp32(cpu_bf16_in_fp32(r)); }
 
 c10::ScalarType scalar_type(DType dtype) { return dtype == DType::Bf16 ? at::kBFloat16 : at::kFloat; }
 

@@ -27,8 +27,15 @@ void use_device(const c10::Device& device, bool tf32);
 
 // Refuses (ConfigError, exit 2) a runtime.precision `device` cannot compute in: bf16 on a GPU
 // without bf16 matmuls (compute capability below 8.0). CPUs run bf16 matmuls everywhere
-// (natively with AVX512-BF16 or AMX, else converted to fp32 inside oneDNN).
+// (natively with AVX512-BF16 or AMX, else computed in fp32: cpu_bf16_in_fp32).
 void check_precision(const c10::Device& device, DType precision);
+
+// Whether this process computes its CPU bf16 products in fp32 (runtime.cpu_bf16_matmul; auto:
+// when the CPU has no bf16 units, see ops::cpu_bf16()). The planner predicts with the same answer.
+bool cpu_bf16_in_fp32(const RuntimeConfig& r);
+
+// Applies runtime.cpu_bf16_matmul to this process.
+void use_cpu_bf16(const RuntimeConfig& r);
 
 // The tensor dtype a config's fp32/bf16 choice names.
 c10::ScalarType scalar_type(DType dtype);

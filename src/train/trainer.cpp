@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <thread>
 
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/shards.hpp"
@@ -23,6 +24,7 @@
 #include "metrics/metrics.hpp"
 #include "model/flops.hpp"
 #include "model/gpt.hpp"
+#include "ops/cpu_ops.hpp"
 #include "optim/adamw.hpp"
 #include "pipeline_parallel/runner.hpp"
 #include "pipeline_parallel/schedule.hpp"
@@ -37,9 +39,31 @@ using runtime::Clock;
 using runtime::seconds_since;
 
 // SIGTERM / SIGUSR1 (Slurm's warning before a time limit): checkpoint at the end of the step,
-// then exit cleanly.
+// then exit cleanly. The signals are blocked in every thread the run starts (Gloo's, OpenMP's,
+// LibTorch's inherit the mask of the thread that makes them) and taken by one watcher thread
+// with sigwait, so no system call of a worker thread is ever interrupted by them: the stop is
+// a flag read at the end of a step. Before the loop starts a stop signal ends the process at
+// once, as an unhandled one would. (The handler stays for threads that existed before.)
 std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_loop_started{false};
 void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+void watch_stop_signals() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGUSR1, on_stop_signal);
+  std::thread([stops] {
+    for (int sig = 0;;) {
+      if (sigwait(&stops, &sig) != 0) continue;
+      if (!g_loop_started) std::_Exit(128 + sig);
+      g_stop_signal = sig;
+    }
+  }).detach();
+}
 
 // Whether any rank got a stop signal (every rank must take the same decision).
 bool stop_requested(distributed::Comm& comm) {
@@ -311,6 +335,11 @@ std::unique_ptr<distributed::Comm> join(const Config& cfg, const distributed::Jo
   const c10::Device device = runtime::choose_device(cfg.runtime.device, job.local_rank);
   runtime::use_device(device, cfg.runtime.tf32);
   runtime::check_precision(device, cfg.runtime.precision);
+  runtime::use_cpu_bf16(cfg.runtime);
+  if (job.rank == 0 && device.is_cpu() && cfg.runtime.precision == DType::Bf16)
+    spdlog::info("bf16 products on this CPU: {} (runtime.cpu_bf16_matmul={}; {})",
+                 runtime::cpu_bf16_in_fp32(cfg.runtime) ? "bf16 storage, fp32 compute" : "LibTorch's bf16 kernels",
+                 name_of(cfg.runtime.cpu_bf16_matmul), ops::cpu_bf16().why);
   return std::make_unique<distributed::Comm>(job, grid, timeout, device, use_nccl(cfg, job, device));
 }
 
@@ -321,6 +350,7 @@ model::GPT build_model(const Config& cfg, distributed::Comm& comm) {
 }
 
 int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainOptions& opts) {
+  watch_stop_signals();  // before any thread of the run exists
   const auto joined = join(cfg, job);
   distributed::Comm& comm = *joined;
   // Dropout masks: one seed per TP group (runtime/seed.hpp says why).
@@ -342,8 +372,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   checkpoint::TrainState state = checkpoints.resume_or_initialize();
   Evaluator evaluator(run);
   Dump dump(opts.hooks, run);
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGUSR1, on_stop_signal);
+  g_loop_started = true;
 
   const int first_step = state.step;
   for (int step = state.step; step < cfg.train.steps; ++step) {
