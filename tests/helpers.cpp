@@ -1,9 +1,11 @@
 #include "helpers.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/Version.h>
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,8 +39,10 @@ Result run(const std::string& command, int timeout_s) {
   return r;
 }
 
-Result trainer(const std::vector<std::string>& args, int timeout_s) {
-  std::string cmd = quote(trainer_bin());
+Result trainer(const std::vector<std::string>& args, int timeout_s, const Env& env) {
+  std::string cmd = env.empty() ? "" : "env";
+  for (const auto& [key, value] : env) cmd += " " + quote(key + "=" + value);
+  cmd += (cmd.empty() ? "" : " ") + quote(trainer_bin());
   for (const auto& a : args) cmd += " " + quote(a);
   return run(cmd, timeout_s);
 }
@@ -74,12 +78,13 @@ std::string json_quoted(const std::string& s) {
 }
 
 Result train_layout(int dp, int pp, int tp, const std::string& dir, const std::vector<std::string>& sets,
-                    const std::vector<std::string>& extra) {
-  return train_config_layout(source_dir() + "/configs/tiny.yaml", dp, pp, tp, dir, sets, extra);
+                    const std::vector<std::string>& extra, const Env& env) {
+  return train_config_layout(source_dir() + "/configs/tiny.yaml", dp, pp, tp, dir, sets, extra, env);
 }
 
 Result train_config_layout(const std::string& config, int dp, int pp, int tp, const std::string& dir,
-                           const std::vector<std::string>& sets, const std::vector<std::string>& extra) {
+                           const std::vector<std::string>& sets, const std::vector<std::string>& extra,
+                           const Env& env) {
   std::vector<std::string> args = {"launch", "--nproc", std::to_string(dp * pp * tp), "--",
                                    "train", config, "--dump", dir,
                                    "--set", "parallel.dp=" + std::to_string(dp),
@@ -87,13 +92,37 @@ Result train_config_layout(const std::string& config, int dp, int pp, int tp, co
                                    "--set", "parallel.tp=" + std::to_string(tp)};
   for (const auto& s : sets) args.insert(args.end(), {"--set", s});
   args.insert(args.end(), extra.begin(), extra.end());
-  return trainer(args);
+  return trainer(args, 300, env);
 }
+
+Env reordered_env() {
+  // at::get_cpu_capability() is what this process runs: the CPU's best, or what an inherited
+  // ATEN_CPU_CAPABILITY caps it to (the AVX2 emulation of .ci/run).
+  if (at::get_cpu_capability().rfind("AVX512", 0) == 0)
+    return {{"ATEN_CPU_CAPABILITY", "avx2"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"MKL_ENABLE_INSTRUCTIONS", "AVX2"}};
+  return {{"ATEN_CPU_CAPABILITY", "default"}, {"ONEDNN_MAX_CPU_ISA", "SSE41"}, {"MKL_ENABLE_INSTRUCTIONS", "SSE4_2"}};
+}
+
+double noise_bound(double floor) { return kNoiseMultiple * std::max(floor, std::ldexp(1.0, -23)); }
 
 std::vector<LossLine> read_losses(const std::string& dir) {
   std::vector<LossLine> out;
   std::ifstream in(dir + "/losses.txt");
   for (LossLine l; in >> l.loss >> l.grad_norm;) out.push_back(l);
+  return out;
+}
+
+double loss_distance(const std::vector<LossLine>& a, const std::vector<LossLine>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i].loss - b[i].loss) / std::abs(a[i].loss));
+  return worst;
+}
+
+std::vector<double> eval_losses(const std::string& jsonl) {
+  std::vector<double> out;
+  for (size_t at = jsonl.find("\"eval_loss\":"); at != std::string::npos; at = jsonl.find("\"eval_loss\":", at + 1))
+    out.push_back(std::stod(jsonl.substr(at + 12)));
   return out;
 }
 

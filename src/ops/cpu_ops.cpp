@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 
 #include <stdexcept>
 #include <string>
@@ -192,47 +193,58 @@ int64_t block_rows(int64_t rows, int64_t width) {
   return std::clamp<int64_t>(kBlockBytes / (4 * std::max<int64_t>(width, 1)), 1, std::max<int64_t>(rows, 1));
 }
 
-// y = x wᵀ for bf16 tensors on a CPU without bf16 units: bf16 storage, fp32 compute. Each block
-// of rows is converted to fp32, multiplied in sgemm and rounded to bf16 once: the numerics of a
-// bf16 GEMM with fp32 accumulation, at fp32 speed (LibTorch's own bf16 GEMM is a scalar loop
-// there). The fp32 weight is a temporary; autograd keeps the bf16 x and w, as at::linear does.
+// y = x wᵀ + b for bf16 tensors on a CPU without bf16 units: bf16 storage, fp32 compute. Each
+// block of rows is converted to fp32, multiplied in sgemm, given its bias and rounded to bf16
+// once: the numerics of a bf16 GEMM with fp32 accumulation, at fp32 speed (LibTorch's own bf16
+// GEMM is a scalar loop there). The fp32 weight is a temporary; autograd keeps the bf16 x and
+// w, as at::linear does. `b` may be empty (autograd takes an undefined tensor for an input only
+// inside an optional).
 struct Bf16LinearInFp32 : Function<Bf16LinearInFp32> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const std::optional<at::Tensor>& bias) {
+    const at::Tensor b = bias.value_or(at::Tensor());
     const at::Tensor x2 = x.reshape({-1, x.size(-1)});
     ctx->save_for_backward({x2, w});
+    ctx->saved_data["bias"] = b.defined();
     const int64_t M = x2.size(0), N = w.size(0);
     const at::Tensor wt = transposed(w.to(at::kFloat));
+    const at::Tensor b32 = b.defined() ? b.to(at::kFloat) : at::Tensor();
     at::Tensor y = at::empty({M, N}, x.options());
     const int64_t R = block_rows(M, std::max(N, x2.size(1)));
     for (int64_t r = 0; r < M; r += R) {
       const int64_t n = std::min(R, M - r);
-      y.narrow(0, r, n).copy_(gemm(x2.narrow(0, r, n).to(at::kFloat), wt));
+      at::Tensor block = gemm(x2.narrow(0, r, n).to(at::kFloat), wt);
+      y.narrow(0, r, n).copy_(b32.defined() ? block.add_(b32) : block);
     }
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = N;
     return at::_unsafe_view(y, shape);
   }
-  // dx = g w per block of rows; dw = gᵀ x accumulated over the blocks in fp32, rounded once.
+  // dx = g w per block of rows; dw = gᵀ x and db = Σ g accumulated over the blocks in fp32,
+  // each rounded once.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& x2 = saved[0];
     const at::Tensor& w = saved[1];
     const at::Tensor g = grads[0].reshape({-1, w.size(0)});
     const int64_t M = g.size(0), N = w.size(0), K = w.size(1);
-    const bool need_dx = ctx->needs_input_grad(0), need_dw = ctx->needs_input_grad(1);
+    const bool need_dx = ctx->needs_input_grad(0), need_dw = ctx->needs_input_grad(1), need_db = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
     const at::Tensor w32 = need_dx ? w.to(at::kFloat) : at::Tensor();
     at::Tensor dx = need_dx ? at::empty({M, K}, g.options()) : at::Tensor();
     at::Tensor dw32 = need_dw ? at::zeros({N, K}, g.options().dtype(at::kFloat)) : at::Tensor();
+    at::Tensor db32 = need_db ? at::zeros({N}, g.options().dtype(at::kFloat)) : at::Tensor();
     const int64_t R = block_rows(M, std::max(N, K));
     for (int64_t r = 0; r < M; r += R) {
       const int64_t n = std::min(R, M - r);
       const at::Tensor g32 = g.narrow(0, r, n).to(at::kFloat);
       if (need_dx) dx.narrow(0, r, n).copy_(gemm(g32, w32));
       if (need_dw) gemm_into(transposed(g32), x2.narrow(0, r, n).to(at::kFloat), dw32, r == 0 ? 0.0f : 1.0f);
+      if (need_db) db32.add_(g32.sum(0));
     }
     std::vector<int64_t> x_shape = grads[0].sizes().vec();
     x_shape.back() = K;
-    return {need_dx ? dx.view(x_shape) : at::Tensor(), need_dw ? dw32.to(w.scalar_type()) : at::Tensor()};
+    return {need_dx ? dx.view(x_shape) : at::Tensor(), need_dw ? dw32.to(w.scalar_type()) : at::Tensor(),
+            need_db ? db32.to(w.scalar_type()) : at::Tensor()};
   }
 };
 
@@ -268,8 +280,9 @@ at::Tensor gelu_tanh(const at::Tensor& x) {
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  if (uses_onednn(x) || computes_in_fp32(x)) {
-    at::Tensor y = uses_onednn(x) ? Linear::apply(x, w) : Bf16LinearInFp32::apply(x, w);
+  if (computes_in_fp32(x)) return Bf16LinearInFp32::apply(x, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt);
+  if (uses_onednn(x)) {
+    at::Tensor y = Linear::apply(x, w);
     return b.defined() ? y.add_(b) : y;
   }
   return at::linear(x, w, b);

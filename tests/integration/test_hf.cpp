@@ -1,6 +1,8 @@
 // Hugging Face checkpoints against the real library (PyPI transformers, safetensors): random
 // small LlamaForCausalLM (GQA, untied, Llama 3.1 RoPE scaling, sharded) and GPT2LMHeadModel
-// saved by save_pretrained. Imported, trainer's logits equal Transformers' within 1e-4;
+// saved by save_pretrained. Imported, trainer's logits equal Transformers'; every "equal" is
+// bounded by measured noise (tests/helpers.hpp): Transformers' own logits, or trainer's 1x1x1
+// run, again in another reduction order set the floor, and the bound is kNoiseMultiple times it;
 // exported, Transformers loads the directory and the tensors are bitwise the originals; a
 // trainer-trained GQA model exports to the logits trainer computes; a run started from a
 // Hugging Face directory is the same at 2x2x2 and 1x1x1; `eval` equals Transformers' loss at
@@ -12,6 +14,7 @@
 #include <c10/core/GradMode.h>
 
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "checkpoint/checkpoint.hpp"
@@ -25,8 +28,10 @@ using namespace trainer;
 
 namespace {
 
-std::string reference(const std::string& args, int timeout_s = 300) {
-  auto r = testing::run(testing::python() + " " + testing::source_dir() + "/tests/python/hf_reference.py " + args, timeout_s);
+std::string reference(const std::string& args, const testing::Env& env = {}) {
+  std::string prefix = env.empty() ? "" : "env";
+  for (const auto& [key, value] : env) prefix += " " + key + "=" + value;
+  auto r = testing::run(prefix + " " + testing::python() + " " + testing::source_dir() + "/tests/python/hf_reference.py " + args);
   INFO(r.output);
   REQUIRE(r.code == 0);
   return r.output;
@@ -47,8 +52,8 @@ at::Tensor random_tokens(int64_t rows, int64_t len, int64_t vocab, const std::st
 
 // Transformers' logits for `tokens` (written by random_tokens) of the model in `dir`.
 at::Tensor transformers_logits(const std::string& dir, const std::string& tokens, at::IntArrayRef shape,
-                               const std::string& out) {
-  reference("logits " + dir + " " + tokens + " " + out);
+                               const std::string& out, const testing::Env& env = {}) {
+  reference("logits " + dir + " " + tokens + " " + out, env);
   const std::string bytes = testing::read_file(out);
   REQUIRE(bytes.size() == static_cast<size_t>(at::ones(shape).numel() * 4));
   return at::from_blob(const_cast<char*>(bytes.data()), shape, at::kFloat).clone();
@@ -82,8 +87,13 @@ TEST_CASE("Hugging Face Llama (GQA, RoPE scaling, sharded) and GPT-2: import, lo
     const int64_t len = family == "llama" ? 40 : 32;  // Llama: past RoPE scaling's original 16 positions
     const at::Tensor ids = random_tokens(2, len, 300, dir.file("tokens.txt"));
     const at::Tensor theirs = transformers_logits(hf, dir.file("tokens.txt"), {2, len, 300}, dir.file("ref.bin"));
+    const double floor = testing::max_rel_diff(
+        theirs, transformers_logits(hf, dir.file("tokens.txt"), {2, len, 300}, dir.file("reordered.bin"), testing::reordered_env()));
     const at::Tensor ours = trainer_logits(ckpt, ids);
-    CHECK(testing::max_rel_diff(theirs, ours) < 1e-4);
+    const double diff = testing::max_rel_diff(theirs, ours);
+    std::cout << "noise: " << family << " logits against Transformers " << diff << "; floor " << floor << std::endl;
+    INFO("against Transformers " << diff << "; floor " << floor);
+    CHECK(diff <= testing::noise_bound(floor));
     CHECK(theirs.std().item<double>() > 0.1);  // not a degenerate model
 
     // Export (the run's directory, sharded above 0.1 MB) and back: the same bits under the same
@@ -114,13 +124,20 @@ TEST_CASE("models saved with transformers' defaults import unedited: Llama, Llam
     INFO(r.output);
     REQUIRE(r.code == 0);
     const at::Tensor theirs = transformers_logits(hf, dir.file("tokens.txt"), {2, 40, 300}, dir.file("ref.bin"));
-    CHECK(testing::max_rel_diff(theirs, trainer_logits(ckpt, ids)) < 1e-4);
+    const double floor = testing::max_rel_diff(
+        theirs, transformers_logits(hf, dir.file("tokens.txt"), {2, 40, 300}, dir.file("reordered.bin"), testing::reordered_env()));
+    const double diff = testing::max_rel_diff(theirs, trainer_logits(ckpt, ids));
+    std::cout << "noise: " << kind << " logits against Transformers " << diff << "; floor " << floor << std::endl;
+    INFO("against Transformers " << diff << "; floor " << floor);
+    CHECK(diff <= testing::noise_bound(floor));
     CHECK(theirs.std().item<double>() > 0.1);
     r = testing::trainer({"export", "--checkpoint", ckpt, "--output", out, "--format", "hf"});
     INFO(r.output);
     REQUIRE(r.code == 0);
     CHECK(testing::read_file(out + "/config.json").find(exported_as) != std::string::npos);
-    CHECK(testing::max_rel_diff(theirs, transformers_logits(out, dir.file("tokens.txt"), {2, 40, 300}, dir.file("out.bin"))) < 1e-5);
+    // The exported model may load as another class (Mistral as Llama): the same bound.
+    CHECK(testing::max_rel_diff(theirs, transformers_logits(out, dir.file("tokens.txt"), {2, 40, 300}, dir.file("out.bin"))) <=
+          testing::noise_bound(floor));
   }
 }
 
@@ -175,7 +192,12 @@ TEST_CASE("a trainer-trained GQA Llama exports to a Hugging Face model with trai
   REQUIRE(r.code == 0);
   const at::Tensor ids = random_tokens(2, 32, 256, dir.file("tokens.txt"));
   const at::Tensor theirs = transformers_logits(dir.file("hf"), dir.file("tokens.txt"), {2, 32, 256}, dir.file("ref.bin"));
-  CHECK(testing::max_rel_diff(trainer_logits(dir.file("ckpt"), ids), theirs) < 1e-4);
+  const at::Tensor ours = trainer_logits(dir.file("ckpt"), ids);
+  const double floor = testing::max_rel_diff(
+      theirs, transformers_logits(dir.file("hf"), dir.file("tokens.txt"), {2, 32, 256}, dir.file("reordered.bin"),
+                                  testing::reordered_env()));
+  INFO("floor " << floor);
+  CHECK(testing::max_rel_diff(ours, theirs) <= testing::noise_bound(floor));
 }
 
 TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 - eval equals Transformers' loss", "[hf][mp]") {
@@ -191,17 +213,25 @@ TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 -
     return s;
   };
   auto one = testing::train_config_layout(config, 1, 1, 1, dir.file("one"), with(dir.file("hf")));
+  auto reordered = testing::train_config_layout(config, 1, 1, 1, dir.file("reordered"), with(dir.file("hf")), {},
+                                                testing::reordered_env());
   auto eight = testing::train_config_layout(config, 2, 2, 2, dir.file("eight"), with(dir.file("ckpt")));
   auto fresh = testing::train_config_layout(config, 1, 1, 1, dir.file("fresh"), sets);
   INFO(one.output << eight.output);
   REQUIRE(one.code == 0);
   REQUIRE(eight.code == 0);
   REQUIRE(fresh.code == 0);
+  REQUIRE(reordered.code == 0);
   const auto a = testing::read_losses(dir.file("one")), b = testing::read_losses(dir.file("eight")),
-             c = testing::read_losses(dir.file("fresh"));
+             c = testing::read_losses(dir.file("fresh")), d = testing::read_losses(dir.file("reordered"));
   REQUIRE(a.size() == 3);
   REQUIRE(b.size() == 3);
-  for (size_t i = 0; i < 3; ++i) CHECK(std::abs(a[i].loss - b[i].loss) / a[i].loss < 1e-5);
+  REQUIRE(d.size() == 3);
+  auto rel = [](double x, double y) { return std::abs(x - y) / std::abs(x); };
+  double floor = 0;
+  for (size_t i = 0; i < 3; ++i) floor = std::max(floor, rel(a[i].loss, d[i].loss));
+  INFO("loss floor " << floor);
+  for (size_t i = 0; i < 3; ++i) CHECK(rel(a[i].loss, b[i].loss) <= testing::noise_bound(floor));
   CHECK(std::abs(a[0].loss - c[0].loss) > 1e-3);  // the weights did come from the model
 
   // eval on a prepared byte-level dataset, at 1x1x1 and 2x2x2, against Transformers.
@@ -210,12 +240,12 @@ TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 -
   testing::write_file(dir.file("text.txt"), text);
   REQUIRE(testing::trainer({"prepare-data", "--input", dir.file("text.txt"), "--tokenizer", "byte", "--output",
                             dir.file("data")}).code == 0);
-  auto eval = [&](int dp, int pp, int tp) {
+  auto eval = [&](int dp, int pp, int tp, const testing::Env& env = {}) {
     auto r = testing::trainer({"launch", "--nproc", std::to_string(dp * pp * tp), "--", "eval", "--checkpoint",
                                dir.file("ckpt"), "--data", dir.file("data"), "--windows", "5", "--set",
                                "parallel.dp=" + std::to_string(dp), "--set", "parallel.pp=" + std::to_string(pp), "--set",
                                "parallel.tp=" + std::to_string(tp), "--set", "train.global_batch_size=4", "--set",
-                               "parallel.micro_batch_size=1"});
+                               "parallel.micro_batch_size=1"}, 300, env);
     INFO(r.output);
     REQUIRE(r.code == 0);
     const auto at = r.output.find(": loss ");
@@ -223,10 +253,12 @@ TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 -
     return std::stod(r.output.substr(at + 7));
   };
   const double l1 = eval(1, 1, 1), l8 = eval(2, 2, 2);
+  const double eval_floor = rel(l1, eval(1, 1, 1, testing::reordered_env()));
   const std::string ref = reference("loss " + dir.file("hf") + " " + dir.file("data.bin") + " 64 5");
   const double theirs = std::stod(ref.substr(ref.find("loss ") + 5));
-  CHECK(std::abs(l1 - theirs) / theirs < 1e-5);
-  CHECK(std::abs(l8 - theirs) / theirs < 1e-5);
+  INFO("eval floor " << eval_floor);
+  CHECK(rel(theirs, l1) <= testing::noise_bound(eval_floor));
+  CHECK(rel(theirs, l8) <= testing::noise_bound(eval_floor));
 
   // A Hugging Face directory directly, GPT-2 with dropout 0.1 in its config: evaluation applies
   // none, as Transformers' eval mode.
@@ -235,8 +267,14 @@ TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 -
   INFO(r.output);
   REQUIRE(r.code == 0);
   const double ours = std::stod(r.output.substr(r.output.find(": loss ") + 7));
-  const std::string gpt2_ref = reference("loss " + dir.file("gpt2") + " " + dir.file("data.bin") + " 32 6");
-  CHECK(std::abs(ours - std::stod(gpt2_ref.substr(gpt2_ref.find("loss ") + 5))) / ours < 1e-5);
+  auto gpt2_loss = [&](const testing::Env& env) {
+    const std::string out = reference("loss " + dir.file("gpt2") + " " + dir.file("data.bin") + " 32 6", env);
+    return std::stod(out.substr(out.find("loss ") + 5));
+  };
+  const double gpt2_theirs = gpt2_loss({});
+  const double gpt2_floor = rel(gpt2_theirs, gpt2_loss(testing::reordered_env()));
+  INFO("GPT-2 eval floor " << gpt2_floor);
+  CHECK(rel(gpt2_theirs, ours) <= testing::noise_bound(gpt2_floor));
 }
 
 TEST_CASE("Hugging Face input that trainer cannot honour is refused by name", "[hf][bad_input][mp]") {

@@ -1,10 +1,13 @@
 // Tensor parallelism against the unsharded model: logits, loss and every gradient at
-// tp = 2 and 4 equal tp = 1 within 1e-5 (relative to each tensor's largest entry), for the
-// GPT-2 and the Llama-style block, with and without sequence parallelism.
+// tp = 2 and 4 equal tp = 1, for the GPT-2 and the Llama-style block, with and without sequence
+// parallelism. "Equal" is bounded by measured noise (tests/helpers.hpp): the tp = 1 run again in
+// another reduction order sets a floor per quantity (logits, loss, and the worst tensor, each
+// relative to its largest entry), and tp > 1 may differ by kNoiseMultiple times it.
 #include "catch_torch.hpp"
 
 #include <ATen/ATen.h>
 #include <fstream>
+#include <iostream>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
@@ -64,9 +67,10 @@ struct TPRun {
   std::map<std::string, at::Tensor> full;
 };
 
-TPRun run_tp(int tp, const std::string& sets) {
+TPRun run_tp(int tp, const std::string& sets, testing::Env env = {}) {
   testing::TempDir dir;
-  REQUIRE((testing::launch_workers("tp_model", tp, {{"TEST_OUT", dir.path}, {"TEST_SETS", sets}}) == 0));
+  env.insert({{"TEST_OUT", dir.path}, {"TEST_SETS", sets}});
+  REQUIRE((testing::launch_workers("tp_model", tp, env) == 0));
   std::vector<at::Tensor> lg;
   torch::load(lg, dir.file("logits.pt"));
   return {lg[0], lg[1], checkpoint::read_full(dir.path)};
@@ -103,26 +107,56 @@ testing::RegisterWorker reg_ce("vocab_ce", vocab_ce_worker);
 
 }  // namespace
 
-// Logits, loss and every parameter and gradient of `run` equal `ref` within 1e-5 (relative to
-// each tensor's largest entry), and the shards put back together hold exactly the model's
-// parameters.
-void check_same_as_tp1(const TPRun& ref, TPRun run, const std::string& sets) {
-  Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", split_sets(sets));
-  CHECK(testing::max_rel_diff(ref.logits, run.logits) < 1e-5);
-  CHECK(std::abs(ref.loss.item<double>() - run.loss.item<double>()) / ref.loss.item<double>() < 1e-5);
+// How far a run is from the reference: logits, loss, and the worst parameter or gradient
+// tensor, each as max |a - b| / max |a|.
+struct TPDistance {
+  double logits = 0, loss = 0, tensors = 0;
+  std::string worst;
+};
+
+std::ostream& operator<<(std::ostream& out, const TPDistance& d) {
+  return out << "logits " << d.logits << ", loss " << d.loss << ", tensors " << d.tensors << " (" << d.worst << ")";
+}
+
+// A tensor without its vocabulary padding rows, which are not part of the model.
+at::Tensor unpadded(const std::string& name, const at::Tensor& t, const Config& cfg) {
+  const bool vocab_rows = name.rfind("embedding", 0) == 0 || name.rfind("head", 0) == 0;
+  return vocab_rows ? t.narrow(0, 0, cfg.model.vocab_size) : t;
+}
+
+TPDistance tp_distance(const TPRun& ref, const TPRun& run, const Config& cfg) {
+  TPDistance d;
+  d.logits = testing::max_rel_diff(ref.logits, run.logits);
+  d.loss = std::abs(ref.loss.item<double>() - run.loss.item<double>()) / ref.loss.item<double>();
   REQUIRE(ref.full.size() == run.full.size());
-  std::int64_t count = 0;
   for (const auto& [pname, tensor] : ref.full) {
     INFO(pname);
     REQUIRE(run.full.count(pname));
-    at::Tensor a = tensor, b = run.full[pname];
-    if (pname.rfind("embedding", 0) == 0 || pname.rfind("head", 0) == 0) {
-      a = a.narrow(0, 0, cfg.model.vocab_size);  // padding rows are not part of the model
-      b = b.narrow(0, 0, cfg.model.vocab_size);
-    }
-    CHECK(testing::max_rel_diff(a, b) < 1e-5);
-    if (pname.find(".grad") == std::string::npos) count += a.numel();
+    const double diff = testing::max_rel_diff(unpadded(pname, tensor, cfg), unpadded(pname, run.full.at(pname), cfg));
+    if (diff >= d.tensors) d.tensors = diff, d.worst = pname;
   }
+  return d;
+}
+
+// The floor of a reference: the tp = 1 run again in another reduction order.
+TPDistance tp_floor(const TPRun& ref, const std::string& sets) {
+  const Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", split_sets(sets));
+  return tp_distance(ref, run_tp(1, sets, testing::reordered_env()), cfg);
+}
+
+// Logits, loss and every parameter and gradient of `run` equal `ref` within kNoiseMultiple of
+// their floors, and the shards put back together hold exactly the model's parameters.
+void check_same_as_tp1(const TPRun& ref, const TPRun& run, const std::string& sets, const TPDistance& floor) {
+  Config cfg = load_config(testing::source_dir() + "/configs/tiny.yaml", split_sets(sets));
+  const TPDistance d = tp_distance(ref, run, cfg);
+  std::cout << "noise: distance " << d << "; floor " << floor << std::endl;  // for the record (ctest -V)
+  INFO("distance " << d << "; floor " << floor);
+  CHECK(d.logits <= testing::noise_bound(floor.logits));
+  CHECK(d.loss <= testing::noise_bound(floor.loss));
+  CHECK(d.tensors <= testing::noise_bound(floor.tensors));
+  std::int64_t count = 0;
+  for (const auto& [pname, tensor] : ref.full)
+    if (pname.find(".grad") == std::string::npos) count += unpadded(pname, tensor, cfg).numel();
   CHECK(count == model::count_parameters(cfg.model));
 }
 
@@ -137,10 +171,11 @@ TEST_CASE("tensor-parallel model equals tp=1: logits - loss and gradients", "[mo
   };
   for (const auto& [name, sets] : variants) {
     SECTION(name) {
-      TPRun ref = run_tp(1, sets);
+      const TPRun ref = run_tp(1, sets);
+      const TPDistance floor = tp_floor(ref, sets);
       for (int tp : {2, 4}) {
         INFO(name << " tp=" << tp);
-        check_same_as_tp1(ref, run_tp(tp, sets), sets);
+        check_same_as_tp1(ref, run_tp(tp, sets), sets, floor);
       }
     }
   }
@@ -155,11 +190,12 @@ TEST_CASE("grouped-query attention under TP equals tp=1: key/value heads sharded
     const std::string base = "model.heads=8;model.kv_heads=" + std::to_string(kv) + ";";
     for (const std::string& style : {std::string(kLlama), std::string("")}) {
       const TPRun ref = run_tp(1, base + style);
+      const TPDistance floor = tp_floor(ref, base + style);
       for (int tp : {2, 4, 8}) {
         if (style.empty() && tp == 4) continue;  // the GPT-2 block at two of the three sizes
         const std::string sets = base + style + (tp == 4 ? "parallel.sequence_parallel=true" : "");
         INFO("kv_heads=" << kv << " tp=" << tp << " " << sets);
-        check_same_as_tp1(ref, run_tp(tp, sets), sets);
+        check_same_as_tp1(ref, run_tp(tp, sets), sets, floor);
       }
     }
   }

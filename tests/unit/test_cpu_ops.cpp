@@ -94,3 +94,84 @@ TEST_CASE("cpu_ops gelu_tanh equals at::gelu(tanh) - including saturated inputs"
   CHECK(y[0].item<float>() == 0.0f);
   CHECK(y[1].item<float>() == 40.0f);
 }
+
+namespace {
+
+// Sets how this process computes CPU bf16 products for one test, and puts back what the CPU
+// offers afterwards.
+struct Bf16InFp32 {
+  explicit Bf16InFp32(bool on) { ops::compute_cpu_bf16_in_fp32(on); }
+  ~Bf16InFp32() { ops::compute_cpu_bf16_in_fp32(!ops::cpu_bf16().native); }
+};
+
+at::Tensor bf16_leaf(const at::Tensor& t) { return t.to(at::kBFloat16).detach().set_requires_grad(true); }
+
+// Largest |got - want| relative to want's largest entry, in float64.
+double bf16_diff(const at::Tensor& got, const at::Tensor& want) {
+  REQUIRE(got.sizes() == want.sizes());
+  return testing::max_rel_diff(want.to(at::kDouble), got.to(at::kDouble));
+}
+
+// The share of entries where `got` and `want` hold the same bf16 value.
+double same_share(const at::Tensor& got, const at::Tensor& want) {
+  return got.to(at::kBFloat16).eq(want.to(at::kBFloat16)).to(at::kDouble).mean().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("bf16 linear computed in fp32 is a bf16 GEMM with fp32 accumulation - forward and every gradient", "[model][cpu_ops][bf16]") {
+  torch::manual_seed(4);
+  const Bf16InFp32 in_fp32(true);
+  CHECK(ops::computes_in_fp32(at::zeros({1}, at::kBFloat16)));
+  CHECK_FALSE(ops::computes_in_fp32(at::zeros({1})));
+  // Rounding a result to bf16 once moves it by at most half an ulp: 2^-8 of its size, so of the
+  // largest entry. fp32 accumulation adds ~1e-6 on these sizes.
+  const double half_ulp = std::ldexp(1.0, -8) + 1e-5;
+  // The second shape is a vocabulary-wide head: 8 MiB blocks of 104 rows, so three blocks.
+  for (auto [x_shape, n] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{3, 5, 48}, 40}, {{300, 64}, 20000}}) {
+    INFO("x " << at::IntArrayRef(x_shape) << ", w [" << n << ", " << x_shape.back() << "]");
+    at::Tensor x = bf16_leaf(at::randn(x_shape)), w = bf16_leaf(at::randn({n, x_shape.back()})), b = bf16_leaf(at::randn({n}));
+    at::Tensor y = ops::linear(x, w, b);
+    REQUIRE(y.scalar_type() == at::kBFloat16);
+    const at::Tensor upstream = at::randn(y.sizes()).to(at::kBFloat16);
+    y.backward(upstream);
+    // The exact products of the same bf16 values (float64), and the fp32 products rounded once.
+    const at::Tensor xd = x.detach().to(at::kDouble), wd = w.detach().to(at::kDouble), gd = upstream.to(at::kDouble);
+    const at::Tensor y_exact = at::linear(xd, wd, b.detach().to(at::kDouble));
+    const at::Tensor dx_exact = at::matmul(gd, wd), dw_exact = at::matmul(gd.reshape({-1, n}).t(), xd.reshape({-1, xd.size(-1)}));
+    CHECK(bf16_diff(y, y_exact) <= half_ulp);
+    CHECK(bf16_diff(x.grad(), dx_exact) <= half_ulp);
+    CHECK(bf16_diff(w.grad(), dw_exact) <= half_ulp);
+    CHECK(bf16_diff(b.grad(), gd.reshape({-1, n}).sum(0)) <= half_ulp);
+    // Nearly every entry is the fp32 product rounded once, bit for bit (the rest sit on a
+    // rounding boundary that the summation order decides).
+    CHECK(same_share(y, at::linear(x.detach().to(at::kFloat), w.detach().to(at::kFloat), b.detach().to(at::kFloat))) > 0.98);
+    CHECK(same_share(w.grad(), dw_exact.to(at::kFloat)) > 0.98);
+    // Without a bias (the head), and for an input that needs no gradient.
+    at::Tensor w2 = bf16_leaf(w.detach());
+    at::Tensor y2 = ops::linear(x.detach(), w2, at::Tensor());
+    y2.backward(upstream);
+    CHECK(bf16_diff(y2, at::linear(xd, wd)) <= half_ulp);
+    CHECK(bf16_diff(w2.grad(), dw_exact) <= half_ulp);
+  }
+}
+
+TEST_CASE("bf16 attention computed in fp32 equals fp32 attention on the same bf16 values, rounded once", "[model][cpu_ops][bf16]") {
+  torch::manual_seed(5);
+  const Bf16InFp32 in_fp32(true);
+  for (auto shape : {std::vector<int64_t>{2, 4, 32, 16}, std::vector<int64_t>{1, 2, 300, 64}}) {
+    INFO("[B, h, S, D] = " << at::IntArrayRef(shape));
+    std::vector<at::Tensor> qkv;
+    for (int i = 0; i < 3; ++i) qkv.push_back(bf16_leaf(at::randn(shape)));
+    at::Tensor out = model::causal_attention(qkv[0], qkv[1], qkv[2], 0.0);
+    REQUIRE(out.scalar_type() == at::kBFloat16);
+    std::vector<at::Tensor> ref;
+    for (const auto& t : qkv) ref.push_back(t.detach().to(at::kFloat).set_requires_grad(true));
+    at::Tensor want = model::causal_attention(ref[0], ref[1], ref[2], 0.0);
+    CHECK(same_share(out, want) == 1.0);  // the fp32 kernel's output, rounded once
+    const at::Tensor upstream = at::randn(shape).to(at::kBFloat16);
+    out.backward(upstream);
+    want.backward(upstream.to(at::kFloat));
+    for (int i = 0; i < 3; ++i) CHECK(same_share(qkv[i].grad(), ref[i].grad()) == 1.0);
+  }
+}
