@@ -101,6 +101,8 @@ def main():
                        "--seconds", "1" if ARGS.quick else "3", "--threads", str(cores)])
             peaks[dtype].append({"model": float(out.split("the model's matmul: ")[1].split(",")[0]),
                                  "libtorch": float(out.split("LibTorch's at::mm: ")[1].split(")")[0])})
+            if "bf16 products:" in out:  # how this CPU computes bf16 (src/ops/cpu_ops.hpp)
+                results["cpu_bf16"] = out.split("bf16 products: ")[1].splitlines()[0]
 
     def best_peaks():
         engines = {d: {e: max(p[e] for p in runs) for e in ("model", "libtorch")} for d, runs in peaks.items()}
@@ -118,15 +120,15 @@ def main():
         batch = 16 if "tiny" in config else 8
         sets = ["parallel.dp=1", "parallel.pp=1", "parallel.tp=1", f"train.global_batch_size={batch}",
                 f"parallel.micro_batch_size={batch}", f"runtime.threads={cores}"]
-        ours, theirs, tuned, compiled = alternate(
+        ours_fp32, theirs, tuned, compiled = alternate(
             repeats, lambda: trainer_run(path, 1, sets, steps), lambda: pytorch_run(model, batch, steps, cores, 1),
             lambda: pytorch_run(model, batch, steps, cores, 1, TUNED_MALLOC),
             lambda: pytorch_run(model, batch, steps, cores, 1, compile=True))
         measure_peaks()
-        results["cases"].append({"name": f"{os.path.basename(config)} 1x1x1 fp32", "trainer": summary(ours),
+        results["cases"].append({"name": f"{os.path.basename(config)} 1x1x1 fp32", "trainer": summary(ours_fp32),
                                  "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
                                  "pytorch_compile": summary(compiled),
-                                 "trainer_tflops": statistics.median(r["tflops_per_rank"] for r in ours)})
+                                 "trainer_tflops": statistics.median(r["tflops_per_rank"] for r in ours_fp32)})
         # bf16: trainer's bf16 model with fp32 masters against PyTorch's torch.autocast (fp32
         # weights, bf16 matmuls), both eager.
         ours, theirs, tuned = alternate(
@@ -137,7 +139,9 @@ def main():
         results["cases"].append({"name": f"{os.path.basename(config)} 1x1x1 bf16", "trainer": summary(ours),
                                  "pytorch": summary(theirs), "pytorch_tuned_malloc": summary(tuned),
                                  "trainer_tflops": statistics.median(r["tflops_per_rank"] for r in ours),
-                                 "peak_dtype": "bf16"})
+                                 "peak_dtype": "bf16",
+                                 # trainer's bf16 tokens/s over its fp32 tokens/s on the same config
+                                 "trainer_vs_fp32": summary(ours)["median"] / summary(ours_fp32)["median"]})
 
     # DP=2, one thread each, against DDP.
     path = os.path.join(ROOT, configs[-1])
@@ -211,6 +215,10 @@ def write(results):
         compiled = f"{pc:8.0f} {t / pc:6.2f}" if pc else f"{'-':>8} {'-':>6}"
         lines.append(f"{c['name']:20} {t:8.0f} {p:8.0f} {t / p:6.2f} {pt:8.0f} {t / pt:6.2f} {compiled} {mfu:>5} {split:>16} "
                      f"{rss:7.0f}  {spread}")
+    lines += [""] + [f"{c['name']}: trainer's bf16 at {c['trainer_vs_fp32']:.2f}x its fp32 tokens/s "
+                     f"({c['trainer']['median']:.0f} vs {results['cases'][i - 1]['trainer']['median']:.0f}); "
+                     f"bf16 products: {results.get('cpu_bf16', '?')}"
+                     for i, c in enumerate(results["cases"]) if "trainer_vs_fp32" in c]
     lines += ["", f"bubble: the last stage's idle share of the step less the optimizer (receive waits + drain); "
                   f"{results['bubble_config']}, micro-batch 1",
               f"{'pp':>3} {'m':>3} {'schedule':9} {'bubble':>7} {'theory':>7} {'recv-wait':>10}"]

@@ -430,6 +430,9 @@ int run_bench_peak(const PeakArgs& a) {
             << at::get_num_threads() << " threads (the model's matmul: " << r.model_tflops
             << ", LibTorch's at::mm: " << r.libtorch_tflops << "); max relative error vs float64: " << r.max_rel_error
             << std::endl;
+  if (a.dtype == DType::Bf16 && a.device == DeviceKind::Cpu)
+    std::cout << "bf16 products: " << (ops::cpu_bf16_in_fp32() ? "fp32 compute" : "LibTorch's bf16 kernels")
+              << " (" << ops::cpu_bf16().why << ")" << std::endl;
   std::cout << "for MFU of processes with " << at::get_num_threads()
             << " threads each: --set runtime.peak_tflops=" << r.tflops << std::endl;
   return r.max_rel_error < (a.dtype == DType::Bf16 ? 5e-2 : 1e-4) ? 0 : 1;

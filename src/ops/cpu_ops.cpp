@@ -110,10 +110,13 @@ const CpuBf16& cpu_bf16() {
 
 void compute_cpu_bf16_in_fp32(bool in_fp32) { g_bf16_in_fp32 = in_fp32 ? 1 : 0; }
 
-bool computes_in_fp32(const at::Tensor& t) {
-  if (!t.device().is_cpu() || t.scalar_type() != at::kBFloat16) return false;
+bool cpu_bf16_in_fp32() {
   const int set = g_bf16_in_fp32.load();
   return set < 0 ? !cpu_bf16().native : set == 1;
+}
+
+bool computes_in_fp32(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kBFloat16 && cpu_bf16_in_fp32();
 }
 
 namespace {

@@ -42,6 +42,8 @@ const CpuBf16& cpu_bf16();
 // Makes every CPU bf16 product of this process compute in fp32 (true) or in LibTorch's bf16
 // kernels (false). Until called: fp32 exactly when cpu_bf16() is not native.
 void compute_cpu_bf16_in_fp32(bool in_fp32);
+// Whether this process computes its CPU bf16 products in fp32 (as set, or as detected).
+bool cpu_bf16_in_fp32();
 
 // Whether products of tensors like `t` (CPU bf16) are computed in fp32: linear does it itself,
 // and model::causal_attention converts its inputs.

@@ -3,7 +3,7 @@
 #include "helpers.hpp"
 #include "catch_torch.hpp"
 
-TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[bench][mp]") {
+TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[numerics][bench][mp]") {
   testing::TempDir dir;
   auto r = testing::run(testing::python() + " " + testing::source_dir() + "/bench/bench.py --quick --trainer " +
                         testing::trainer_bin() + " --out " + dir.path, 600);
@@ -20,9 +20,12 @@ TEST_CASE("bench.py --quick runs and writes a well-formed table and JSON", "[ben
       "assert all(c[k]['median'] > 0 for c in d['cases'] for k in ('trainer', 'pytorch', 'pytorch_tuned_malloc'));"
       "assert d['cases'][0]['pytorch_compile']['median'] > 0 and all('pytorch_compile' not in c for c in d['cases'][1:]);"
       "assert 0 < d['cases'][0]['trainer_mfu'] < 1 and 0 < d['cases'][1]['trainer_mfu'] < 1;"
+      "assert d['cases'][1]['trainer_vs_fp32'] > 0 and d['cpu_bf16'];"
       "assert all(0 <= b['receive_wait'] <= b['measured'] <= 1 and abs(b['theory'] - (b['pp']-1)/(b['microbatches']+b['pp']-1)) < 1e-12 for b in d['bubble'])";
   auto valid = testing::run(testing::python() + " -c \"" + check + "\" " + dir.file("results.json"), 30);
   INFO(valid.output);
   CHECK(valid.code == 0);
-  CHECK(testing::read_file(dir.file("results.txt")).find("schedule") != std::string::npos);
+  const std::string table = testing::read_file(dir.file("results.txt"));
+  CHECK(table.find("schedule") != std::string::npos);
+  CHECK(table.find("its fp32 tokens/s") != std::string::npos);
 }

@@ -60,7 +60,7 @@ TEST_CASE("resume is exact: 20 straight steps equal 10 + resume + 10 bitwise", "
   CHECK(testing::read_losses(dir.file("dump_b3"))[0].loss == straight[0].loss);
 }
 
-TEST_CASE("a checkpoint loads at another layout and ZeRO stage and training continues the same", "[checkpoint][zero][mp]") {
+TEST_CASE("a checkpoint loads at another layout and ZeRO stage and training continues the same", "[numerics][checkpoint][zero][mp]") {
   struct Case {
     std::array<int, 3> from, to;
     int zero_from, zero_to;
@@ -93,7 +93,7 @@ TEST_CASE("a checkpoint loads at another layout and ZeRO stage and training cont
   }
 }
 
-TEST_CASE("a bf16 checkpoint continues in fp32 at another layout - and an fp32 one in bf16", "[checkpoint][bf16][mp]") {
+TEST_CASE("a bf16 checkpoint continues in fp32 at another layout - and an fp32 one in bf16", "[numerics][checkpoint][bf16][mp]") {
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{"bf16", "fp32"}, {"fp32", "bf16"}}) {
     INFO(from << " to " << to);
     testing::TempDir dir;

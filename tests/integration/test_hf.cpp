@@ -75,7 +75,7 @@ at::Tensor trainer_logits(const std::string& checkpoint, const at::Tensor& ids) 
 
 }  // namespace
 
-TEST_CASE("Hugging Face Llama (GQA, RoPE scaling, sharded) and GPT-2: import, logits, export round trip", "[hf][mp]") {
+TEST_CASE("Hugging Face Llama (GQA, RoPE scaling, sharded) and GPT-2: import, logits, export round trip", "[numerics][hf][mp]") {
   testing::TempDir dir;
   for (const std::string family : {"llama", "gpt2"}) {
     INFO(family);
@@ -107,7 +107,7 @@ TEST_CASE("Hugging Face Llama (GQA, RoPE scaling, sharded) and GPT-2: import, lo
   }
 }
 
-TEST_CASE("models saved with transformers' defaults import unedited: Llama, Llama 3.1, GPT-2, Mistral, Qwen2", "[hf][mp]") {
+TEST_CASE("models saved with transformers' defaults import unedited: Llama, Llama 3.1, GPT-2, Mistral, Qwen2", "[numerics][hf][mp]") {
   testing::TempDir dir;
   // The model class each exports as: Mistral without a sliding window is Llama's math.
   const std::vector<std::pair<std::string, std::string>> kinds = {{"llama", "LlamaForCausalLM"},
@@ -135,9 +135,16 @@ TEST_CASE("models saved with transformers' defaults import unedited: Llama, Llam
     INFO(r.output);
     REQUIRE(r.code == 0);
     CHECK(testing::read_file(out + "/config.json").find(exported_as) != std::string::npos);
-    // The exported model may load as another class (Mistral as Llama): the same bound.
-    CHECK(testing::max_rel_diff(theirs, transformers_logits(out, dir.file("tokens.txt"), {2, 40, 300}, dir.file("out.bin"))) <=
-          testing::noise_bound(floor));
+    // The same bits, and the same logits where it loads as another class (Mistral as Llama).
+    // Two loads of the same tensors in Transformers have measured up to 2.2e-5 apart once in a
+    // suite (MKL's kernels may depend on where the tensors lie in memory), far above the ISA
+    // floor: that run-to-run noise is measured as well, by loading the original once more.
+    CHECK(reference("same-tensors " + hf + " " + out).find("same ") != std::string::npos);
+    const double reload = testing::max_rel_diff(theirs, transformers_logits(hf, dir.file("tokens.txt"), {2, 40, 300}, dir.file("again.bin")));
+    const double back = testing::max_rel_diff(theirs, transformers_logits(out, dir.file("tokens.txt"), {2, 40, 300}, dir.file("out.bin")));
+    std::cout << "noise: " << kind << " exported, in Transformers, against the original " << back << "; floor " << floor
+              << ", reloaded " << reload << std::endl;
+    CHECK(back <= testing::noise_bound(std::max(floor, reload)));
   }
 }
 
@@ -179,7 +186,7 @@ TEST_CASE("config.json values that would change the model are refused by name", 
   CHECK(r.output.find("'use_sliding_window' is not supported") != std::string::npos);
 }
 
-TEST_CASE("a trainer-trained GQA Llama exports to a Hugging Face model with trainer's logits", "[hf][mp]") {
+TEST_CASE("a trainer-trained GQA Llama exports to a Hugging Face model with trainer's logits", "[numerics][hf][mp]") {
   testing::TempDir dir;
   const std::vector<std::string> llama = {"model.mlp=swiglu", "model.positions=rope", "model.norm=rmsnorm",
                                           "model.bias=false", "model.tied_embeddings=false", "model.kv_heads=2",
@@ -200,7 +207,7 @@ TEST_CASE("a trainer-trained GQA Llama exports to a Hugging Face model with trai
   CHECK(testing::max_rel_diff(ours, theirs) <= testing::noise_bound(floor));
 }
 
-TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 - eval equals Transformers' loss", "[hf][mp]") {
+TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 - eval equals Transformers' loss", "[numerics][hf][mp]") {
   testing::TempDir dir;
   reference("make-llama " + dir.file("hf"));
   REQUIRE(testing::trainer({"import-hf", "--model", dir.file("hf"), "--output", dir.file("ckpt")}).code == 0);

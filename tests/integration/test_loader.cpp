@@ -48,7 +48,7 @@ TEST_CASE("windows of an indexed dataset: a permutation per epoch, and slices ag
   CHECK(!at::equal(src->samples(0, 4), src->samples(n, 4)));  // the next epoch is reshuffled
 }
 
-TEST_CASE("training on an indexed dataset is layout-independent - eval included", "[loader][mp]") {
+TEST_CASE("training on an indexed dataset is layout-independent - eval included", "[numerics][loader][mp]") {
   testing::TempDir dir;
   auto sets = prepared(dir);
   sets.insert(sets.end(), {"train.steps=6", "train.eval_interval=3", "train.eval_iters=2"});

@@ -162,7 +162,7 @@ void check_same_as_tp1(const TPRun& ref, const TPRun& run, const std::string& se
 
 const char* kLlama = "model.mlp=swiglu;model.positions=rope;model.norm=rmsnorm;model.bias=false;model.tied_embeddings=false;";
 
-TEST_CASE("tensor-parallel model equals tp=1: logits - loss and gradients", "[model][tp][mp]") {
+TEST_CASE("tensor-parallel model equals tp=1: logits - loss and gradients", "[numerics][model][tp][mp]") {
   const std::vector<std::pair<std::string, std::string>> variants = {
       {"gpt2", ""},
       {"llama", kLlama},
@@ -181,7 +181,7 @@ TEST_CASE("tensor-parallel model equals tp=1: logits - loss and gradients", "[mo
   }
 }
 
-TEST_CASE("grouped-query attention under TP equals tp=1: key/value heads sharded or replicated", "[model][tp][gqa][mp]") {
+TEST_CASE("grouped-query attention under TP equals tp=1: key/value heads sharded or replicated", "[numerics][model][tp][gqa][mp]") {
   // 8 query heads of 8; kv_heads 4 and 2 are sharded at tp 2 (and 4), replicated at tp 8; one
   // key/value head (multi-query) is replicated at every tp > 1. With the bias of the GPT-2
   // block (replicated heads' biases too) and the Llama block's RoPE, with and without sequence

@@ -24,7 +24,7 @@ std::vector<double> numbers_after(const std::string& output, const std::string& 
 
 }  // namespace
 
-TEST_CASE("plan: predicted peak memory per rank within 10% of the measured peak - bf16 and fp32", "[plan][mp]") {
+TEST_CASE("plan: predicted peak memory per rank within 10% of the measured peak - bf16 and fp32", "[numerics][plan][mp]") {
   struct Case {
     const char* what;
     int dp, pp, tp;

@@ -115,7 +115,7 @@ const std::vector<std::string> kTen = {"train.steps=10"};
 
 }  // namespace
 
-TEST_CASE("every layout trains exactly like 1x1x1 (fp32 - 10 steps)", "[training][mp]") {
+TEST_CASE("every layout trains exactly like 1x1x1 (fp32 - 10 steps)", "[numerics][training][mp]") {
   const Run ref = train(1, 1, 1, kTen);
   REQUIRE(ref.losses.size() == 10);
   CHECK(ref.losses.back().loss < ref.losses.front().loss);  // it learns
@@ -128,7 +128,7 @@ TEST_CASE("every layout trains exactly like 1x1x1 (fp32 - 10 steps)", "[training
   }
 }
 
-TEST_CASE("pipeline schedules and stage splits give the same run - tied copies stay identical", "[training][pipeline][mp]") {
+TEST_CASE("pipeline schedules and stage splits give the same run - tied copies stay identical", "[numerics][training][pipeline][mp]") {
   const std::vector<std::string> sets = {"train.steps=4"};
   const Run ref = train(1, 1, 1, sets);
   const Distance floor = floor_of(ref, sets);
@@ -156,7 +156,7 @@ TEST_CASE("pipeline schedules and stage splits give the same run - tied copies s
   }
 }
 
-TEST_CASE("NCCL's order-paired transfer batches, run over Gloo, give the same training and evaluation", "[training][pipeline][mp]") {
+TEST_CASE("NCCL's order-paired transfer batches, run over Gloo, give the same training and evaluation", "[numerics][training][pipeline][mp]") {
   // The batches NCCL needs (order_paired_batches) change when each transfer starts; Gloo still
   // pairs by tag, so this checks the runner's batch bookkeeping, not NCCL's ordering (the
   // schedule tests check that).
@@ -233,7 +233,7 @@ TEST_CASE("1F1B with fewer microbatches than stages runs and warns", "[training]
   CHECK(run.output.find("the bubble") != std::string::npos);
 }
 
-TEST_CASE("ZeRO-1 trains exactly like plain data parallelism", "[training][zero][mp]") {
+TEST_CASE("ZeRO-1 trains exactly like plain data parallelism", "[numerics][training][zero][mp]") {
   const Run plain = train(2, 1, 1, kTen);
   const Distance floor = floor_of(plain, kTen, 2);
   check_same_run(plain, train(2, 1, 1, {"train.steps=10", "optim.zero_stage=1"}), floor);
@@ -259,7 +259,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-TEST_CASE("ZeRO-2 and ZeRO-3 train exactly like 1x1x1 (fp32 - 10 steps)", "[training][zero][mp]") {
+TEST_CASE("ZeRO-2 and ZeRO-3 train exactly like 1x1x1 (fp32 - 10 steps)", "[numerics][training][zero][mp]") {
   const Run ref = train(1, 1, 1, kTen);
   const Distance floor = floor_of(ref, kTen);
   for (const char* zero : {"2", "3"})
@@ -275,7 +275,7 @@ TEST_CASE("ZeRO-2 and ZeRO-3 train exactly like 1x1x1 (fp32 - 10 steps)", "[trai
   check_same_run(ref, train(2, 1, 1, {"train.steps=10", "optim.zero_stage=3", "parallel.recompute=full"}), floor);
 }
 
-TEST_CASE("ZeRO-2 and ZeRO-3 in bf16 compute ZeRO-0's run at each layout", "[training][zero][bf16][mp]") {
+TEST_CASE("ZeRO-2 and ZeRO-3 in bf16 compute ZeRO-0's run at each layout", "[numerics][training][zero][bf16][mp]") {
   const std::vector<std::string> bf16 = {"train.steps=10", "runtime.precision=bf16"};
   const std::vector<std::string> unclipped = with(bf16, {"optim.grad_clip=0"});
   const Run one = train(1, 1, 1, bf16);
@@ -299,7 +299,7 @@ TEST_CASE("ZeRO-2 and ZeRO-3 in bf16 compute ZeRO-0's run at each layout", "[tra
   }
 }
 
-TEST_CASE("bf16 at 2x2x2 - 1x2x4 and 2x1x2 with SP computes the run of bf16 at 1x1x1", "[training][bf16][mp]") {
+TEST_CASE("bf16 at 2x2x2 - 1x2x4 and 2x1x2 with SP computes the run of bf16 at 1x1x1", "[numerics][training][bf16][mp]") {
   const std::vector<std::string> bf16 = {"train.steps=10", "runtime.precision=bf16"};
   const Run fp32 = train(1, 1, 1, kTen);
   const Run ref = train(1, 1, 1, bf16);
@@ -348,7 +348,7 @@ TEST_CASE("bf16 halves the tensor- and pipeline-parallel bytes of every step", "
   CHECK(bf16[2] == fp32[2]);  // fp32 main grads: DP reduces fp32
 }
 
-TEST_CASE("bf16 gradient reduction tracks fp32 reduction", "[training][bf16][dp][mp]") {
+TEST_CASE("bf16 gradient reduction tracks fp32 reduction", "[numerics][training][bf16][dp][mp]") {
   const Run fp32 = train(2, 1, 1, kTen);
   const Run bf16 = train(2, 1, 1, {"train.steps=10", "optim.grad_reduce_dtype=bf16"});
   const Run bf16_zero = train(2, 2, 1, {"train.steps=10", "optim.grad_reduce_dtype=bf16", "optim.zero_stage=1"});

@@ -43,7 +43,7 @@ double compare(const std::vector<at::Tensor>& inputs, F ours, G reference) {
 
 }  // namespace
 
-TEST_CASE("cpu_ops linear equals at::linear - with and without bias, 2-D and 3-D inputs", "[model][cpu_ops]") {
+TEST_CASE("cpu_ops linear equals at::linear - with and without bias, 2-D and 3-D inputs", "[numerics][model][cpu_ops]") {
   torch::manual_seed(1);
   // The path under test is oneDNN's where libdnnl.so.2 is installed (scripts/setup.sh does).
   if (ops::onednn_matmuls()) CHECK(ops::uses_onednn(at::zeros({1})));
@@ -62,7 +62,7 @@ TEST_CASE("cpu_ops linear equals at::linear - with and without bias, 2-D and 3-D
                 [](auto& t) { return at::linear(t[0], t[1]); }) < 1e-5);
 }
 
-TEST_CASE("fused causal attention equals the explicit math - values and every input gradient", "[model][attention]") {
+TEST_CASE("fused causal attention equals the explicit math - values and every input gradient", "[numerics][model][attention]") {
   torch::manual_seed(2);
   // softmax(q kᵀ / sqrt(D) + causal mask) v, written out.
   auto explicit_attention = [](std::vector<at::Tensor>& t) {
@@ -85,7 +85,7 @@ TEST_CASE("fused causal attention equals the explicit math - values and every in
   }
 }
 
-TEST_CASE("cpu_ops gelu_tanh equals at::gelu(tanh) - including saturated inputs", "[model][cpu_ops]") {
+TEST_CASE("cpu_ops gelu_tanh equals at::gelu(tanh) - including saturated inputs", "[numerics][model][cpu_ops]") {
   torch::manual_seed(3);
   at::Tensor x = at::cat({at::randn({1000}) * 3, at::tensor({-40.0f, -10.0f, 0.0f, 10.0f, 40.0f})});
   CHECK(compare({x}, [](auto& t) { return ops::gelu_tanh(t[0]); },
@@ -119,7 +119,7 @@ double same_share(const at::Tensor& got, const at::Tensor& want) {
 
 }  // namespace
 
-TEST_CASE("bf16 linear computed in fp32 is a bf16 GEMM with fp32 accumulation - forward and every gradient", "[model][cpu_ops][bf16]") {
+TEST_CASE("bf16 linear computed in fp32 is a bf16 GEMM with fp32 accumulation - forward and every gradient", "[numerics][model][cpu_ops][bf16]") {
   torch::manual_seed(4);
   const Bf16InFp32 in_fp32(true);
   CHECK(ops::computes_in_fp32(at::zeros({1}, at::kBFloat16)));
@@ -156,7 +156,7 @@ TEST_CASE("bf16 linear computed in fp32 is a bf16 GEMM with fp32 accumulation - 
   }
 }
 
-TEST_CASE("bf16 attention computed in fp32 equals fp32 attention on the same bf16 values, rounded once", "[model][cpu_ops][bf16]") {
+TEST_CASE("bf16 attention computed in fp32 equals fp32 attention on the same bf16 values, rounded once", "[numerics][model][cpu_ops][bf16]") {
   torch::manual_seed(5);
   const Bf16InFp32 in_fp32(true);
   for (auto shape : {std::vector<int64_t>{2, 4, 32, 16}, std::vector<int64_t>{1, 2, 300, 64}}) {
