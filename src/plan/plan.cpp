@@ -303,10 +303,9 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   // The head keeps its logits (in the model's dtype; the cross-entropy saves nothing else of
   // their size) per microbatch in flight and, while one runs backward, their gradient in the
   // same dtype; the cross-entropy's fp32 work goes in 16 MB blocks. Measured on the CPU, not
-  // explained by these tensors: in bf16, where the head runs through LibTorch's CPU matmul and
-  // its autograd backward (fp32 and bf16 in fp32 have trainer's own, src/ops/cpu_ops.cpp), the
-  // backward holds ~2 bytes per logit more (docs/plan.md).
-  const double head_backward = w.matmul + (hw.is_cpu && w.matmul == 2 && !w.bf16_in_fp32 ? 2 : 0);
+  // explained by these tensors: in bf16 the backward holds ~2 bytes per logit more, whether the
+  // head runs through LibTorch's CPU matmul or computes in fp32 (docs/plan.md).
+  const double head_backward = w.matmul + (hw.is_cpu && w.matmul == 2 ? 2 : 0);
   const double logits = st.last ? (st.head_in_flight * w.matmul + head_backward) * tokens * vocab_rows : 0;
   mem.activations = activations * (1 + pc.activation_overhead);
   mem.logits = logits * (1 + pc.activation_overhead);
