@@ -112,10 +112,12 @@ std::vector<LossLine> read_losses(const std::string& dir) {
   return out;
 }
 
+double rel_diff(double a, double b) { return std::abs(a - b) / std::abs(a); }
+
 double loss_distance(const std::vector<LossLine>& a, const std::vector<LossLine>& b) {
   if (a.size() != b.size()) return INFINITY;
   double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i].loss - b[i].loss) / std::abs(a[i].loss));
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, rel_diff(a[i].loss, b[i].loss));
   return worst;
 }
 

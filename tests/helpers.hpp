@@ -71,6 +71,8 @@ struct LossLine {
   double loss, grad_norm;
 };
 std::vector<LossLine> read_losses(const std::string& dir);
+// |a - b| / |a|: the relative difference of two figures (a loss, a gradient norm).
+double rel_diff(double a, double b);
 // The largest relative loss difference of any step: max |a - b| / |a| (the runs must be as long).
 double loss_distance(const std::vector<LossLine>& a, const std::vector<LossLine>& b);
 // The eval_loss values of a metrics.jsonl, in order.

@@ -338,7 +338,7 @@ std::unique_ptr<distributed::Comm> join(const Config& cfg, const distributed::Jo
   runtime::use_cpu_bf16(cfg.runtime);
   if (job.rank == 0 && device.is_cpu() && cfg.runtime.precision == DType::Bf16)
     spdlog::info("bf16 products on this CPU: {} (runtime.cpu_bf16_matmul={}; {})",
-                 runtime::cpu_bf16_in_fp32(cfg.runtime) ? "bf16 storage, fp32 compute" : "LibTorch's bf16 kernels",
+                 ops::cpu_bf16_in_fp32() ? "bf16 storage, fp32 compute" : "LibTorch's bf16 kernels",
                  name_of(cfg.runtime.cpu_bf16_matmul), ops::cpu_bf16().why);
   return std::make_unique<distributed::Comm>(job, grid, timeout, device, use_nccl(cfg, job, device));
 }

@@ -234,11 +234,9 @@ TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 -
   REQUIRE(a.size() == 3);
   REQUIRE(b.size() == 3);
   REQUIRE(d.size() == 3);
-  auto rel = [](double x, double y) { return std::abs(x - y) / std::abs(x); };
-  double floor = 0;
-  for (size_t i = 0; i < 3; ++i) floor = std::max(floor, rel(a[i].loss, d[i].loss));
+  const double floor = testing::loss_distance(a, d);
   INFO("loss floor " << floor);
-  for (size_t i = 0; i < 3; ++i) CHECK(rel(a[i].loss, b[i].loss) <= testing::noise_bound(floor));
+  CHECK(testing::loss_distance(a, b) <= testing::noise_bound(floor));
   CHECK(std::abs(a[0].loss - c[0].loss) > 1e-3);  // the weights did come from the model
 
   // eval on a prepared byte-level dataset, at 1x1x1 and 2x2x2, against Transformers.
@@ -260,12 +258,12 @@ TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 -
     return std::stod(r.output.substr(at + 7));
   };
   const double l1 = eval(1, 1, 1), l8 = eval(2, 2, 2);
-  const double eval_floor = rel(l1, eval(1, 1, 1, testing::reordered_env()));
+  const double eval_floor = testing::rel_diff(l1, eval(1, 1, 1, testing::reordered_env()));
   const std::string ref = reference("loss " + dir.file("hf") + " " + dir.file("data.bin") + " 64 5");
   const double theirs = std::stod(ref.substr(ref.find("loss ") + 5));
   INFO("eval floor " << eval_floor);
-  CHECK(rel(theirs, l1) <= testing::noise_bound(eval_floor));
-  CHECK(rel(theirs, l8) <= testing::noise_bound(eval_floor));
+  CHECK(testing::rel_diff(theirs, l1) <= testing::noise_bound(eval_floor));
+  CHECK(testing::rel_diff(theirs, l8) <= testing::noise_bound(eval_floor));
 
   // A Hugging Face directory directly, GPT-2 with dropout 0.1 in its config: evaluation applies
   // none, as Transformers' eval mode.
@@ -279,9 +277,9 @@ TEST_CASE("training from a Hugging Face model: the same run at 2x2x2 and 1x1x1 -
     return std::stod(out.substr(out.find("loss ") + 5));
   };
   const double gpt2_theirs = gpt2_loss({});
-  const double gpt2_floor = rel(gpt2_theirs, gpt2_loss(testing::reordered_env()));
+  const double gpt2_floor = testing::rel_diff(gpt2_theirs, gpt2_loss(testing::reordered_env()));
   INFO("GPT-2 eval floor " << gpt2_floor);
-  CHECK(rel(gpt2_theirs, ours) <= testing::noise_bound(gpt2_floor));
+  CHECK(testing::rel_diff(gpt2_theirs, ours) <= testing::noise_bound(gpt2_floor));
 }
 
 TEST_CASE("Hugging Face input that trainer cannot honour is refused by name", "[hf][bad_input][mp]") {

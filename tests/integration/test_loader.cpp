@@ -74,11 +74,10 @@ TEST_CASE("training on an indexed dataset is layout-independent - eval included"
   const double floor = testing::loss_distance(one.losses, reordered.losses);
   INFO("loss floor " << floor);
   CHECK(testing::loss_distance(one.losses, eight.losses) <= testing::noise_bound(floor));
-  auto rel = [](double x, double y) { return std::abs(x - y) / std::abs(x); };
   for (size_t i = 0; i < 2; ++i) {
-    const double eval_floor = rel(one.evals[i], reordered.evals[i]);
+    const double eval_floor = testing::rel_diff(one.evals[i], reordered.evals[i]);
     INFO("eval " << i << " floor " << eval_floor);
-    CHECK(rel(one.evals[i], eight.evals[i]) <= testing::noise_bound(eval_floor));
+    CHECK(testing::rel_diff(one.evals[i], eight.evals[i]) <= testing::noise_bound(eval_floor));
   }
 }
 

@@ -59,8 +59,6 @@ std::pair<at::Tensor, at::Tensor> comparable(const std::string& name, at::Tensor
   return {a, b};
 }
 
-double rel(double a, double b) { return std::abs(a - b) / std::abs(a); }
-
 // How far two runs are apart (see top): losses, gradient norms, the worst final parameter.
 struct Distance {
   double loss = 0, grad_norm = 0, params = 0, all_params = 0;
@@ -76,8 +74,8 @@ Distance distance(const Run& ref, const Run& run) {
   REQUIRE(ref.losses.size() == run.losses.size());
   Distance d;
   for (size_t s = 0; s < ref.losses.size(); ++s) {
-    d.loss = std::max(d.loss, rel(ref.losses[s].loss, run.losses[s].loss));
-    d.grad_norm = std::max(d.grad_norm, rel(ref.losses[s].grad_norm, run.losses[s].grad_norm));
+    d.loss = std::max(d.loss, testing::rel_diff(ref.losses[s].loss, run.losses[s].loss));
+    d.grad_norm = std::max(d.grad_norm, testing::rel_diff(ref.losses[s].grad_norm, run.losses[s].grad_norm));
   }
   double diff = 0, norm = 0;
   for (const auto& [name, t] : ref.params) {
@@ -162,11 +160,7 @@ TEST_CASE("NCCL's order-paired transfer batches, run over Gloo, give the same tr
   // schedule tests check that).
   testing::TempDir logs;
   auto evals = [&](const std::string& name) {
-    std::vector<double> out;
-    const std::string jsonl = testing::read_file(logs.file(name + "/metrics.jsonl"));
-    for (size_t at = jsonl.find("\"eval_loss\":"); at != std::string::npos; at = jsonl.find("\"eval_loss\":", at + 1))
-      out.push_back(std::stod(jsonl.substr(at + 12)));
-    return out;
+    return testing::eval_losses(testing::read_file(logs.file(name + "/metrics.jsonl")));
   };
   auto sets_for = [&](const std::string& name, std::vector<std::string> sets) {
     sets.insert(sets.end(), {"train.steps=4", "train.eval_interval=2", "logging.dir=" + logs.file(name)});
@@ -185,12 +179,12 @@ TEST_CASE("NCCL's order-paired transfer batches, run over Gloo, give the same tr
   // Evaluation losses: against the noise of the reordered reference's evaluations.
   double eval_floor = 0;
   const auto reordered = evals("reordered");
-  for (size_t i = 0; i < 2; ++i) eval_floor = std::max(eval_floor, rel(ref_evals[i], reordered[i]));
+  for (size_t i = 0; i < 2; ++i) eval_floor = std::max(eval_floor, testing::rel_diff(ref_evals[i], reordered[i]));
   for (const std::string name : {"1f1b", "interleaved"}) {
     INFO(name << ": eval floor " << eval_floor);
     const auto e = evals(name);
     REQUIRE(e.size() == 2);
-    for (size_t i = 0; i < 2; ++i) CHECK(rel(ref_evals[i], e[i]) <= testing::noise_bound(eval_floor));
+    for (size_t i = 0; i < 2; ++i) CHECK(testing::rel_diff(ref_evals[i], e[i]) <= testing::noise_bound(eval_floor));
   }
 }
 
