@@ -7,7 +7,9 @@
 // - bf16 products on a CPU without bf16 units (AVX512-BF16 or AMX-BF16, as ATen and oneDNN
 //   may use them) keep bf16 storage and compute in fp32: each block of rows is converted,
 //   multiplied in sgemm and rounded to bf16 once (LibTorch's bf16 GEMM there is a scalar loop,
-//   ~100x slower than sgemm). Chosen once per process from what the CPU offers, or set by
+//   ~100x slower than sgemm). The fp32 copies go in per-thread scratch kept for the process
+//   (two of the largest weight's size and three blocks of at most 8 MiB; plan/plan.cpp counts
+//   them). Chosen once per process from what the CPU offers, or set by
 //   runtime.cpu_bf16_matmul through compute_cpu_bf16_in_fp32().
 // On a GPU, in bf16 with bf16 units, or without libdnnl they are LibTorch's own ops.
 #pragma once

@@ -307,8 +307,15 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   // head runs through LibTorch's CPU matmul or computes in fp32 (docs/plan.md).
   const double head_backward = w.matmul + (hw.is_cpu && w.matmul == 2 ? 2 : 0);
   const double logits = st.last ? (st.head_in_flight * w.matmul + head_backward) * tokens * vocab_rows : 0;
-  mem.activations = activations * (1 + pc.activation_overhead);
-  mem.logits = logits * (1 + pc.activation_overhead);
+  // glibc's heap grows above its live bytes by more when bf16 products compute in fp32: heap
+  // size minus peak live bytes (an allocation counter and malloc_stats, small model, two runs
+  // each) at dp 2 ZeRO-1 145-230 MB against 90-135 with LibTorch's bf16 kernels, pp 2 1F1B
+  // 130-200 against 90-175, pp 2 interleaved 170-275 against 105-185: 45-70 MB more, about a
+  // fifth of the counted activations. Not explained by what the path allocates (its fp32
+  // buffers are mapped outside the heap); without the emulation's runs it would be a guess.
+  const double overhead = pc.activation_overhead + (w.bf16_in_fp32 ? 0.20 : 0.0);
+  mem.activations = activations * (1 + overhead);
+  mem.logits = logits * (1 + overhead);
   // AdamW's step works in fp32 temporaries about twice its shard's size. On GPUs they reuse the
   // activations' memory (the caching allocator splits freed blocks), so they matter only when
   // the activations are smaller; on the CPU glibc's heap measured them on top.
@@ -319,10 +326,12 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
     mem.activations = optimizer_temporaries;
     mem.logits = 0;
   }
-  // bf16 products computed in fp32: the backward of the largest matrix holds its fp32 copy and
-  // fp32 gradient, and fp32 blocks of at most 8 MiB of the gradient, the input and the result.
+  // bf16 products computed in fp32: each process keeps (src/ops/cpu_ops.cpp, mapped outside the
+  // heap) an fp32 copy and an fp32 gradient of its largest matrix and three fp32 blocks of at
+  // most 8 MiB: the gradient, the input and the result.
   if (w.bf16_in_fp32) {
-    const double rows = st.last ? std::max(vocab_rows, shape.f / l.tp) : shape.f / l.tp;
+    const double qkv_rows = (shape.heads_local + 2 * shape.kv_local) * shape.D;
+    const double rows = std::max({shape.f / l.tp, qkv_rows, st.last ? vocab_rows : 0.0});
     const double block = std::min(8.0 * 1024 * 1024, 4 * tokens * std::max(rows, shape.h));
     mem.buffers += 8 * rows * shape.h + 3 * block;
   }

@@ -78,7 +78,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 }  // namespace
 
-TEST_CASE("plan: predicted peak memory per rank within 10% of the measured peak - bf16", "[plan][mp]") {
+TEST_CASE("plan: predicted peak memory per rank within 10% of the measured peak - bf16", "[plan][mp][numerics]") {
   const std::vector<std::string> bf16 = {"runtime.precision=bf16"};
   check_memory_predictions({
       {"bf16 1x1x1", 1, 1, 1, bf16},
@@ -94,7 +94,7 @@ TEST_CASE("plan: predicted peak memory per rank within 10% of the measured peak 
   });
 }
 
-TEST_CASE("plan: predicted peak memory per rank within 10% of the measured peak - fp32", "[plan][mp]") {
+TEST_CASE("plan: predicted peak memory per rank within 10% of the measured peak - fp32", "[plan][mp][numerics]") {
   check_memory_predictions({
       {"fp32 1x1x1", 1, 1, 1, {}},
       {"fp32 full recomputation", 1, 1, 1, {"parallel.recompute=full"}},
