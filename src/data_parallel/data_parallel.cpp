@@ -3,6 +3,8 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
+#include "ops/mapped.hpp"
+
 namespace trainer::data_parallel {
 namespace {
 
@@ -31,6 +33,13 @@ std::vector<std::vector<model::Param*>> plan_buckets(std::vector<model::Param>& 
   return plan;
 }
 
+// ZeRO-2/3's full main-gradient buffer of bucket `b`, which lives for one microbatch (one step
+// under PP) and is dropped once its reduce-scatter lands: pages of its own, so that each cycle
+// gives its memory back (ops/mapped.hpp).
+at::Tensor full_grads(const Bucket& b, at::ScalarType dtype) {
+  return ops::zeros_mapped(b.numel(), b.params.options().dtype(dtype));
+}
+
 }  // namespace
 
 DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm& comm, const Options& opts)
@@ -54,7 +63,9 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
     const int64_t padded = (numel + dp_size - 1) / dp_size * dp_size;  // equal shards for ZeRO
     // On the rank's device: the parameters move there as they move into the bucket.
     const auto on_device = at::TensorOptions().device(comm.device());
-    b.params = at::zeros({padded}, on_device.dtype(group.front()->tensor.scalar_type()));
+    // ZeRO-3 lets go of this buffer and takes it again at every gather: pages of its own.
+    const auto param_options = on_device.dtype(group.front()->tensor.scalar_type());
+    b.params = zero_ == ZeroStage::Parameters ? ops::zeros_mapped(padded, param_options) : at::zeros({padded}, param_options);
     if (!shards_grads()) b.grads = at::zeros({padded}, on_device.dtype(main_grad_dtype_));
     for (auto& s : b.segments) {
       at::Tensor& t = s.param->tensor;
@@ -103,7 +114,7 @@ void DataParallel::add_grad(size_t index, model::Param& p) {
   Bucket& b = buckets_[index];
   if (shards_grads() && b.launched) land_now(index);  // the previous microbatch's reduction still reads the buffer
   if (!b.grads.defined()) {  // ZeRO-2/3: the bucket's first gradient (of the step, or of the microbatch)
-    b.grads = at::zeros({b.numel()}, b.params.options().dtype(main_grad_dtype_));
+    b.grads = full_grads(b, main_grad_dtype_);
     for (auto& s : b.segments) s.param->main_grad = b.grads.narrow(0, s.offset, s.numel).view(s.param->tensor.sizes());
   }
   p.main_grad.add_(grad);
@@ -139,7 +150,7 @@ void DataParallel::on_grad_ready(size_t index) {
 void DataParallel::launch(size_t index) {
   Bucket& b = buckets_[index];
   b.launched = true;
-  if (!b.grads.defined()) b.grads = at::zeros({b.numel()}, b.params.options().dtype(main_grad_dtype_));
+  if (!b.grads.defined()) b.grads = full_grads(b, main_grad_dtype_);
   if (bf16_reduction_) b.wire = b.grads.to(at::kBFloat16);  // half the bytes; land() copies the sum back
   at::Tensor& wire = bf16_reduction_ ? b.wire : b.grads;
   in_flight_.push_back(index);

@@ -19,9 +19,9 @@ at::Tensor init_shard(const ParamInfo& info, const InitSpec& init, std::int64_t 
       std::vector<int64_t> drawn_shape = info.full_shape;
       if (info.real_rows >= 0) drawn_shape[0] = info.real_rows;
       auto gen = at::make_generator<at::CPUGeneratorImpl>(runtime::seed_for(seed, info.name));
-      at::Tensor drawn = at::normal(0.0, init.std, drawn_shape, gen, opts);
+      // Drawn in place (the same values as at::normal of that shape): no second fp32 copy.
       full = at::zeros(info.full_shape, opts);
-      full.narrow(0, 0, drawn_shape[0]).copy_(drawn);
+      full.narrow(0, 0, drawn_shape[0]).normal_(0.0, init.std, gen);
       break;
     }
   }

@@ -1,5 +1,7 @@
 #include "ops/cpu_ops.hpp"
 
+#include "ops/mapped.hpp"
+
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
@@ -7,13 +9,11 @@
 #include <ATen/cpu/Utils.h>
 
 #include <dlfcn.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
-#include <new>
 #include <optional>
 
 #include <stdexcept>
@@ -200,20 +200,13 @@ int64_t block_rows(int64_t rows, int64_t width) {
 }
 
 // The fp32 buffers of the bf16 products computed in fp32, one per role, kept by each thread for
-// the process and grown to the largest use, in pages of their own (mmap) rather than glibc's
-// heap. Allocated from the heap on every call, these blocks and weight copies left holes between
+// the process and grown to the largest use, in pages of their own (ops/mapped.hpp) rather than
+// glibc's heap. Allocated from the heap on every call, these blocks and weight copies left holes between
 // the activations that the heap could not reuse: at dp 2 on the small model its size rose 215 MB
 // above the peak of live bytes, against 108 MB with LibTorch's own bf16 kernels (measured with
 // an allocation counter and malloc_stats). One persistent set costs what the planner charges:
 // two weight-sized buffers and three blocks.
 enum Scratch { kWeight32, kGrad32, kOperand32, kOther32, kResult32, kScratches };
-
-at::Tensor mapped_fp32(int64_t n) {
-  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  return at::from_blob(p, {n}, [bytes](void* q) { munmap(q, bytes); }, at::dtype(at::kFloat));
-}
 
 // A contiguous fp32 [rows, cols] view of scratch `role`; its contents are undefined.
 at::Tensor scratch(Scratch role, int64_t rows, int64_t cols) {
@@ -222,7 +215,7 @@ at::Tensor scratch(Scratch role, int64_t rows, int64_t cols) {
   const int64_t n = std::max<int64_t>(rows * cols, 1);
   if (!buffer.defined() || buffer.numel() < n) {
     buffer = at::Tensor();  // the old one goes first: never both at once
-    buffer = mapped_fp32(n);
+    buffer = empty_mapped(n, at::dtype(at::kFloat));
   }
   return buffer.narrow(0, 0, rows * cols).view({rows, cols});
 }

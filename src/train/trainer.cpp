@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <malloc.h>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -349,6 +350,14 @@ model::GPT build_model(const Config& cfg, distributed::Comm& comm) {
   return model::GPT(cfg, comm, my_chunks(cfg, comm.coord().pp), ranges);
 }
 
+// Setup frees much that no step asks for again: each parameter's fp32 draw, the parameters
+// before they moved into their buckets, ZeRO-3's full buffers, a checkpoint's read buffers. The
+// heap keeps what is freed (cli's keep_freed_memory), so it goes back to the system once, here:
+// the steps start from what is live, and ZeRO's mapped buffers (ops/mapped.hpp) do not come on
+// top of free heap pages. Measured at dp 4 ZeRO-3 (h 768, 12 layers): 1280 MB resident after
+// setup without this.
+void release_setup_memory() { malloc_trim(0); }
+
 int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainOptions& opts) {
   watch_stop_signals();  // before any thread of the run exists
   const auto joined = join(cfg, job);
@@ -370,6 +379,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   log_startup(run, job, logger);
   Checkpointer checkpoints(run, opts);
   checkpoint::TrainState state = checkpoints.resume_or_initialize();
+  release_setup_memory();
   Evaluator evaluator(run);
   Dump dump(opts.hooks, run);
   g_loop_started = true;
