@@ -65,7 +65,8 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
     const auto on_device = at::TensorOptions().device(comm.device());
     // ZeRO-3 lets go of this buffer and takes it again at every gather: pages of its own.
     const auto param_options = on_device.dtype(group.front()->tensor.scalar_type());
-    b.params = zero_ == ZeroStage::Parameters ? ops::zeros_mapped(padded, param_options) : at::zeros({padded}, param_options);
+    b.params = zero_ == ZeroStage::Parameters ? ops::zeros_mapped(padded, param_options)
+                                              : at::zeros({padded}, param_options);
     if (!shards_grads()) b.grads = at::zeros({padded}, on_device.dtype(main_grad_dtype_));
     for (auto& s : b.segments) {
       at::Tensor& t = s.param->tensor;

@@ -201,11 +201,11 @@ int64_t block_rows(int64_t rows, int64_t width) {
 
 // The fp32 buffers of the bf16 products computed in fp32, one per role, kept by each thread for
 // the process and grown to the largest use, in pages of their own (ops/mapped.hpp) rather than
-// glibc's heap. Allocated from the heap on every call, these blocks and weight copies left holes between
-// the activations that the heap could not reuse: at dp 2 on the small model its size rose 215 MB
-// above the peak of live bytes, against 108 MB with LibTorch's own bf16 kernels (measured with
-// an allocation counter and malloc_stats). One persistent set costs what the planner charges:
-// two weight-sized buffers and three blocks.
+// glibc's heap. Allocated from the heap on every call, these blocks and weight copies left
+// holes between the activations that the heap could not reuse: at dp 2 on the small model its
+// size rose 215 MB above the peak of live bytes, against 108 MB with LibTorch's own bf16
+// kernels (measured with an allocation counter and malloc_stats). One persistent set costs what
+// the planner charges: two weight-sized buffers and three blocks.
 enum Scratch { kWeight32, kGrad32, kOperand32, kOther32, kResult32, kScratches };
 
 // A contiguous fp32 [rows, cols] view of scratch `role`; its contents are undefined.

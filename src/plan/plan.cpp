@@ -316,9 +316,11 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   const double overhead = pc.activation_overhead + (w.bf16_in_fp32 ? 0.20 : 0.0);
   mem.activations = activations * (1 + overhead);
   mem.logits = logits * (1 + overhead);
-  // AdamW's step works in fp32 temporaries about twice its shard's size. On GPUs they reuse the
-  // activations' memory (the caching allocator splits freed blocks), so they matter only when
-  // the activations are smaller; on the CPU glibc's heap measured them on top.
+  // AdamW's step: 8 bytes a shard parameter, as fp32 temporaries twice the shard's size. On GPUs
+  // they reuse the activations' memory (the caching allocator splits freed blocks), so they
+  // matter only when the activations are smaller. On the CPU the term is measured on top (full
+  // recomputation went from -15% to +2% with it), but it is heap growth around the step, not
+  // the temporaries: computing the update in 1 MiB blocks left every peak as it was (docs/plan.md).
   const double optimizer_temporaries = 2 * 4 * st.params / zero;
   if (hw.is_cpu) {
     mem.buffers += optimizer_temporaries;
