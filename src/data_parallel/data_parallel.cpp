@@ -86,6 +86,9 @@ DataParallel::DataParallel(std::vector<model::Param>& params, distributed::Comm&
     at::Tensor shard = b.params.narrow(0, b.shard_begin, b.shard_numel);
     if (zero_ == ZeroStage::Parameters) shard = b.param_shard = shard.clone();
     b.main_params = shard.scalar_type() == at::kFloat ? shard : shard.to(at::kFloat);
+    // ZeRO-3 keeps the shard only, from here on (fsdp.hpp gathers the rest when it is used):
+    // bucket by bucket, so that setup never holds a second full copy of the model.
+    if (zero_ == ZeroStage::Parameters) ops::drop_memory(b.params);
     buckets_.push_back(std::move(b));
   }
   sync_enabled_.assign(chunks, false);

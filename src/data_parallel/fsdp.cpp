@@ -6,26 +6,9 @@
 #include <algorithm>
 #include <map>
 
+#include "ops/mapped.hpp"
+
 namespace trainer::data_parallel {
-namespace {
-
-// The memory behind `t`'s storage goes (the tensor and every view of it stay, pointing at
-// nothing) or comes back (uninitialised), through the storage's own allocator.
-void drop_memory(const at::Tensor& t) {
-  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
-  s->set_nbytes(0);
-}
-
-void give_memory(const at::Tensor& t) {
-  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  const size_t bytes = t.numel() * t.element_size();
-  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
-  s->set_nbytes(bytes);
-}
-
-}  // namespace
-
 ParameterGathers::ParameterGathers(DataParallel& dp, const std::vector<std::vector<const model::Param*>>& units,
                                    distributed::Comm& comm, bool per_unit, bool reshard_after_forward)
     : dp_(dp),
@@ -53,10 +36,9 @@ ParameterGathers::ParameterGathers(DataParallel& dp, const std::vector<std::vect
   in_backward_.assign(units.size(), false);
   grads_left_.assign(units.size(), 0);
   const size_t n = dp.buckets().size();
-  state_.assign(n, State::Gathered);
+  state_.assign(n, State::Sharded);  // DataParallel let go of the full buffers once it had the shards
   holders_.assign(n, 0);
   gathers_.resize(n);
-  for (size_t i = 0; i < n; ++i) free(i);  // from here on each rank keeps its shards only
   if (!per_unit_) return;
   // Per unit, a unit is freed once its last parameter's gradient is in (after DataParallel's
   // hook has taken that gradient into the bucket).
@@ -142,7 +124,7 @@ void ParameterGathers::prefetch(int unit) {
 void ParameterGathers::start_gather(size_t i) {
   if (state_[i] != State::Sharded) return;
   Bucket& b = dp_.buckets()[i];
-  give_memory(b.params);
+  ops::give_memory(b.params);
   gathers_[i] = distributed::all_gather_async(comm_.dp(), b.param_shard, b.params);
   state_[i] = State::Gathering;
 }
@@ -157,7 +139,7 @@ void ParameterGathers::finish_gather(size_t i) {
 void ParameterGathers::free(size_t i) {
   if (state_[i] == State::Sharded) return;
   if (state_[i] == State::Gathering) gathers_[i].wait();
-  drop_memory(dp_.buckets()[i].params);
+  ops::drop_memory(dp_.buckets()[i].params);
   state_[i] = State::Sharded;
 }
 

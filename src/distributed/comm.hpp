@@ -120,7 +120,8 @@ at::Tensor all_gather(Group& g, const at::Tensor& local, int64_t dim);
 // Sums `full` over the group and returns this member's slice along `dim`.
 at::Tensor reduce_scatter(Group& g, const at::Tensor& full, int64_t dim);
 // Flat and asynchronous (ZeRO-2/3): `full` (size × local's numel elements) takes every member's
-// `local` in member order; and `full` summed over the group leaves this member's slice in `local`.
+// `local` in member order; and `full` summed over the group leaves this member's slice in `local`
+// (on Gloo `full` is overwritten by the sum: comm.cpp says why).
 Pending all_gather_async(Group& g, const at::Tensor& local, at::Tensor& full);
 Pending reduce_scatter_async(Group& g, const at::Tensor& full, at::Tensor& local);
 void broadcast(Group& g, at::Tensor& t, int root_index);

@@ -55,4 +55,17 @@ at::Tensor zeros_mapped(int64_t numel, const at::TensorOptions& options) {
   return options.device().is_cpu() ? t : t.zero_();  // fresh mappings are zero already
 }
 
+void drop_memory(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+void give_memory(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = t.numel() * t.element_size();
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+
 }  // namespace trainer::ops

@@ -26,4 +26,10 @@ at::Tensor empty_mapped(int64_t numel, const at::TensorOptions& options);
 // The same, zero-filled.
 at::Tensor zeros_mapped(int64_t numel, const at::TensorOptions& options);
 
+// The memory behind `t`'s storage goes (the tensor and every view of it stay, pointing at
+// nothing) or comes back (uninitialised), through the storage's own allocator: ZeRO-3's
+// parameters between their uses.
+void drop_memory(const at::Tensor& t);
+void give_memory(const at::Tensor& t);
+
 }  // namespace trainer::ops

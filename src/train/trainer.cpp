@@ -367,7 +367,9 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   // Dropout masks: one seed per TP group (runtime/seed.hpp says why).
   runtime::seed_dropout(cfg.runtime.seed, job.rank / cfg.parallel.tp);
   model::GPT model = build_model(cfg, comm);
+  release_setup_memory();
   data_parallel::DataParallel dp(model.params(), comm, dp_options_of(cfg));
+  release_setup_memory();
   data_parallel::ParameterGathers gathers(dp, model.units(), comm, /*per_unit=*/cfg.parallel.pp == 1,
                                           cfg.parallel.fsdp_reshard_after_forward);
   if (gathers.per_unit()) model.set_unit_hooks(&gathers);
@@ -382,6 +384,7 @@ int run_training(const Config& cfg, const distributed::JobEnv& job, const TrainO
   Checkpointer checkpoints(run, opts);
   checkpoint::TrainState state = checkpoints.resume_or_initialize();
   release_setup_memory();
+  logger.peak_memory("before the first step");
   Evaluator evaluator(run);
   Dump dump(opts.hooks, run);
   g_loop_started = true;
