@@ -17,6 +17,8 @@ CASES = [  # (name, dp, pp, tp, --set overrides)
     ("1x1x2", 1, 1, 2, []),
     ("1x1x2 SP", 1, 1, 2, ["parallel.sequence_parallel=true"]),
     ("2x1x1 ZeRO-1", 2, 1, 1, ["optim.zero_stage=1", "train.global_batch_size=16"]),
+    ("2x1x1 ZeRO-2", 2, 1, 1, ["optim.zero_stage=2", "train.global_batch_size=16"]),
+    ("2x1x1 ZeRO-3", 2, 1, 1, ["optim.zero_stage=3", "train.global_batch_size=16"]),
     ("1x2x1 1F1B", 1, 2, 1, ["train.global_batch_size=32"]),
     ("1x2x1 interleaved v2", 1, 2, 1,
      ["model.layers=8", "train.global_batch_size=32", "parallel.schedule=interleaved-1f1b", "parallel.virtual_stages=2"]),
