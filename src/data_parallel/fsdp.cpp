@@ -9,6 +9,7 @@
 #include "ops/mapped.hpp"
 
 namespace trainer::data_parallel {
+
 ParameterGathers::ParameterGathers(DataParallel& dp, const std::vector<std::vector<const model::Param*>>& units,
                                    distributed::Comm& comm, bool per_unit, bool reshard_after_forward)
     : dp_(dp),

@@ -38,7 +38,7 @@ double Time::step() const {
 
 namespace {
 
-// A CPU process's heap above its live bytes at its peak (see memory_of).
+// A CPU process's heap above its live bytes at its peak (see stage_memory).
 constexpr double kCpuHeapSlack = 90e6;
 
 // ------------------------------------------------------------------ the model's shape -------
