@@ -85,7 +85,11 @@ Result train_layout(int dp, int pp, int tp, const std::string& dir, const std::v
 Result train_config_layout(const std::string& config, int dp, int pp, int tp, const std::string& dir,
                            const std::vector<std::string>& sets, const std::vector<std::string>& extra,
                            const Env& env) {
-  std::vector<std::string> args = {"launch", "--nproc", std::to_string(dp * pp * tp), "--",
+  // Context parallelism comes as a set ("parallel.cp=2"): it multiplies the processes.
+  int cp = 1;
+  for (const auto& s : sets)
+    if (s.rfind("parallel.cp=", 0) == 0) cp = std::stoi(s.substr(12));
+  std::vector<std::string> args = {"launch", "--nproc", std::to_string(dp * pp * tp * cp), "--",
                                    "train", config, "--dump", dir,
                                    "--set", "parallel.dp=" + std::to_string(dp),
                                    "--set", "parallel.pp=" + std::to_string(pp),

@@ -41,7 +41,8 @@ std::string read_file(const std::string& path);
 // `s` as a JSON string literal (quotes, backslashes and control characters escaped).
 std::string json_quoted(const std::string& s);
 
-// Trains configs/tiny.yaml at a layout through the built-in launcher, dumping into `dir`.
+// Trains configs/tiny.yaml at a layout through the built-in launcher, dumping into `dir` (a
+// "parallel.cp=N" among `sets` runs N times the processes).
 Result train_layout(int dp, int pp, int tp, const std::string& dir, const std::vector<std::string>& sets,
                     const std::vector<std::string>& extra = {}, const Env& env = {});
 // The same with another config file.

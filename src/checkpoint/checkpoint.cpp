@@ -139,7 +139,7 @@ std::string save(const Config& cfg, distributed::Comm& comm, optim::AdamW& optim
     meta << "step: " << state.step << "\nskipped: " << state.skipped << "\nconsumed_samples: "
          << state.consumed_samples << "\nadam_steps: " << optimizer.steps_taken() << "\nworld_size: "
          << comm.grid().world() << "\ndp: " << cfg.parallel.dp << "\npp: " << cfg.parallel.pp
-         << "\ntp: " << cfg.parallel.tp << "\nzero_stage: " << name_of(cfg.optim.zero_stage) << "\n";
+         << "\ntp: " << cfg.parallel.tp << "\ncp: " << cfg.parallel.cp << "\nzero_stage: " << name_of(cfg.optim.zero_stage) << "\n";
     runtime::write_file_atomic(tmp_dir + "/meta.yaml", meta.str());
     runtime::write_file_atomic(tmp_dir + "/config.yaml", to_yaml(cfg));
     fs::remove_all(final_dir);

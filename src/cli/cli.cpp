@@ -49,9 +49,10 @@ void setup_logging(LogLevel level, const distributed::JobEnv& job, const Config*
   std::string where = "rank " + std::to_string(job.rank);
   if (cfg) {
     const auto& p = cfg->parallel;
-    if (p.dp > 0 && p.pp > 0 && p.tp > 0 && world_size_of(p) == job.world_size) {
-      auto c = distributed::Grid(p.dp, p.pp, p.tp).coord_of(job.rank);
+    if (p.dp > 0 && p.pp > 0 && p.tp > 0 && p.cp > 0 && world_size_of(p) == job.world_size) {
+      auto c = distributed::Grid(p.dp, p.pp, p.tp, 1, p.cp).coord_of(job.rank);
       where += " dp" + std::to_string(c.dp) + " pp" + std::to_string(c.pp) + " tp" + std::to_string(c.tp);
+      if (p.cp > 1) where += " cp" + std::to_string(c.cp);
     }
   }
   spdlog::set_pattern("[%H:%M:%S] [" + where + "] %^%l%$: %v");
@@ -300,7 +301,7 @@ void add_verify(CLI::App& app, int& exit_code) {
       app, exit_code, run_verify, "verify",
       "run the same steps at several layouts and compare losses");
   add_config(sub, a->config);
-  sub->add_option("--layouts", a->layouts, "comma-separated DPxPPxTP, e.g. 1x1x1,2x2x2")->required();
+  sub->add_option("--layouts", a->layouts, "comma-separated DPxPPxTP or DPxPPxTPxCP, e.g. 1x1x1,2x2x2,1x1x2x2")->required();
   sub->add_option("--steps", a->steps, "steps per layout (default: train.steps)");
   sub->add_option("--tolerance", a->tolerance, "largest allowed relative loss difference");
 }
@@ -462,7 +463,7 @@ int run_plan(const PlanArgs& o) {
   validate(cfg, 0);  // the plan.* values and the model, before any search
   if (!o.layout.empty()) cfg = with_layout(cfg, parse_grid(o.layout, "--layout", cfg));
   const int gpus = o.gpus > 0 ? o.gpus : (o.layout.empty() ? 0 : world_size_of(cfg.parallel));
-  if (gpus <= 0) throw ConfigError("--gpus: give the number of devices (or --layout DPxPPxTP)");
+  if (gpus <= 0) throw ConfigError("--gpus: give the number of devices (or --layout DPxPPxTP[xCP])");
   if (!o.layout.empty()) validate(cfg, gpus);
   plan::Hardware hw = o.gpu == "cpu" ? plan::measure_cpu(cfg.runtime) : plan::find_gpu(o.gpu);
   if (o.gpus_per_node > 0) hw.gpus_per_node = o.gpus_per_node;
@@ -486,7 +487,7 @@ void add_plan(CLI::App& app, int& exit_code) {
   sub->add_option("--gpus", a->gpus, "number of devices (processes for --gpu cpu)");
   sub->add_option("--gpu", a->gpu, "a100-80gb, h100-80gb, h200, or cpu (this machine, measured)")->required();
   sub->add_option("--gpus-per-node", a->gpus_per_node, "devices per node (default 8)");
-  sub->add_option("--layout", a->layout, "DPxPPxTP: only this layout, the rest from the config");
+  sub->add_option("--layout", a->layout, "DPxPPxTP or DPxPPxTPxCP: only this layout, the rest from the config (or --set parallel.cp=N)");
   sub->add_option("--top", a->top, "layouts to show (default 5)");
   sub->add_flag("--json", a->json, "one JSON object instead of the table");
 }

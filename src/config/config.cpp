@@ -276,6 +276,8 @@ const std::vector<Field>& schema() {
       field("parallel.dp", &C::parallel, &ParallelConfig::dp, "data-parallel size"),
       field("parallel.pp", &C::parallel, &ParallelConfig::pp, "pipeline stages"),
       field("parallel.tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel size"),
+      field("parallel.cp", &C::parallel, &ParallelConfig::cp,
+            "context-parallel size: each sequence split over cp ranks in 2 x cp load-balanced chunks"),
       field("parallel.micro_batch_size", &C::parallel, &ParallelConfig::micro_batch_size,
             "samples per microbatch"),
       field("parallel.schedule", &C::parallel, &ParallelConfig::schedule, "pipeline schedule"),
@@ -504,7 +506,7 @@ void apply_override(Config& cfg, const std::string& assignment) {
   f->set(cfg, value, where);
 }
 
-int world_size_of(const ParallelConfig& p) { return p.dp * p.pp * p.tp; }
+int world_size_of(const ParallelConfig& p) { return p.dp * p.cp * p.pp * p.tp; }
 
 int padded_vocab_size(const ModelConfig& m, int tp) {
   const int multiple = m.vocab_divisible_by * tp;
@@ -573,6 +575,7 @@ void ParallelConfig::validate() const {
   positive("parallel.dp", dp);
   positive("parallel.pp", pp);
   positive("parallel.tp", tp);
+  positive("parallel.cp", cp);
   positive("parallel.micro_batch_size", micro_batch_size);
   positive("parallel.virtual_stages", virtual_stages);
   non_negative("parallel.recompute_layers", recompute_layers, "0 recomputes every layer");
@@ -669,9 +672,22 @@ void validate_tensor_split(const ModelConfig& m, const ParallelConfig& p) {
             "pick tp and kv_heads so that one divides the other");
   if (m.ffn % p.tp != 0)
     invalid("model.ffn", show(m.ffn), "not divisible by parallel.tp = " + show(p.tp), "use an ffn size that is a multiple of tp");
-  if (p.sequence_parallel && m.seq_len % p.tp != 0)
-    invalid("model.seq_len", show(m.seq_len), "sequence parallelism needs seq_len divisible by parallel.tp = " + show(p.tp),
-            "pick seq_len as a multiple of tp or turn parallel.sequence_parallel off");
+  if (p.sequence_parallel && m.seq_len / p.cp % p.tp != 0)
+    invalid("model.seq_len", show(m.seq_len),
+            "sequence parallelism needs seq_len / parallel.cp divisible by parallel.tp = " + show(p.tp),
+            "pick seq_len as a multiple of cp x tp = " + show(p.cp * p.tp) + " or turn parallel.sequence_parallel off");
+}
+
+// Context parallelism cuts every sequence into 2 x cp chunks of equal length (rank r holds
+// chunks r and 2cp-1-r), and its attention kernel calls draw no dropout.
+void validate_context_split(const ModelConfig& m, const ParallelConfig& p) {
+  if (p.cp == 1) return;
+  if (m.seq_len % (2 * p.cp) != 0)
+    invalid("model.seq_len", show(m.seq_len), "context parallelism needs seq_len divisible by 2 x parallel.cp = " + show(2 * p.cp),
+            "use a seq_len that is a multiple of " + show(2 * p.cp) + ", or a smaller parallel.cp");
+  if (m.dropout > 0)
+    invalid("model.dropout", show(m.dropout), "context parallelism's attention kernels draw no dropout (parallel.cp = " + show(p.cp) + ")",
+            "set model.dropout=0 (what pretraining runs use), or parallel.cp=1");
 }
 
 // The layers over pipeline stages, and the global batch over DP and microbatches.
@@ -707,10 +723,10 @@ void validate_precision(const Config& cfg) {
             "set runtime.precision=bf16, or runtime.fp32_residual=false");
 }
 
-// ZeRO over the DP group: stage 3 shards the parameters themselves, which needs a group to
-// shard over (with dp = 1 it would gather each unit from itself).
+// ZeRO over the DP group (dp × cp ranks): stage 3 shards the parameters themselves, which needs
+// a group to shard over (with one rank it would gather each unit from itself).
 void validate_sharding(const Config& cfg) {
-  if (cfg.optim.zero_stage == ZeroStage::Parameters && cfg.parallel.dp == 1)
+  if (cfg.optim.zero_stage == ZeroStage::Parameters && cfg.parallel.dp * cfg.parallel.cp == 1)
     invalid("optim.zero_stage", "3", "shards the parameters over data parallelism, but parallel.dp = 1",
             "raise parallel.dp, or use optim.zero_stage=0 (nothing to shard over one rank)");
 }
@@ -727,10 +743,11 @@ void validate(const Config& cfg, int world_size) {
   cfg.runtime.validate();
   cfg.plan.validate();
   if (world_size > 0 && world_size_of(p) != world_size)
-    invalid("parallel", "dp=" + show(p.dp) + " pp=" + show(p.pp) + " tp=" + show(p.tp),
-            "dp*pp*tp = " + show(world_size_of(p)) + " but the job has " + show(world_size) + " processes",
-            "make dp*pp*tp equal the number of processes");
+    invalid("parallel", "dp=" + show(p.dp) + " cp=" + show(p.cp) + " pp=" + show(p.pp) + " tp=" + show(p.tp),
+            "dp*cp*pp*tp = " + show(world_size_of(p)) + " but the job has " + show(world_size) + " processes",
+            "make dp*cp*pp*tp equal the number of processes");
   validate_tensor_split(cfg.model, p);
+  validate_context_split(cfg.model, p);
   validate_pipeline_split(cfg);
   validate_precision(cfg);
   validate_sharding(cfg);

@@ -76,6 +76,8 @@ struct ParallelConfig {
   int dp = 1;
   int pp = 1;
   int tp = 1;
+  // Context parallelism: each sequence split over cp ranks (src/context_parallel/); world = dp × cp × pp × tp.
+  int cp = 1;
   int micro_batch_size = 2;
   Schedule schedule = Schedule::OneFOneB;
   int virtual_stages = 1;

@@ -220,6 +220,7 @@ Comm::Comm(const JobEnv& job, const Grid& grid, std::chrono::milliseconds timeou
   }
   // Every rank walks the same list of groups in the same order, creating the ones it is in.
   tp_ = make_group(GroupKind::TP);
+  cp_ = make_group(GroupKind::CP);
   pp_ = make_group(GroupKind::PP);
   dp_ = make_group(GroupKind::DP);
   mp_ = make_group(GroupKind::ModelParallel);
@@ -276,7 +277,7 @@ std::unique_ptr<Group> Comm::make_group(const std::string& name, const std::vect
 }
 
 std::vector<const Group*> Comm::groups() const {
-  return {tp_.get(), pp_.get(), dp_.get(), mp_.get(), embedding_.get(), kv_.get(), world_.get()};
+  return {tp_.get(), cp_.get(), pp_.get(), dp_.get(), mp_.get(), embedding_.get(), kv_.get(), world_.get()};
 }
 
 // --- collectives ------------------------------------------------------------------------

@@ -89,8 +89,9 @@ class Comm {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   Group& tp() { return *tp_; }
+  Group& cp() { return *cp_; }  // the ranks that split one sequence (context parallelism)
   Group& pp() { return *pp_; }
-  Group& dp() { return *dp_; }
+  Group& dp() { return *dp_; }  // every rank with the same parameters: dp × cp (grid.hpp)
   Group& model_parallel() { return *mp_; }
   Group& embedding() { return *embedding_; }  // size 0 on middle stages
   Group& kv_replicas() { return *kv_; }       // size 1 unless key/value heads are replicated
@@ -108,7 +109,7 @@ class Comm {
   std::chrono::milliseconds timeout_;
   struct StoreHolder;
   std::unique_ptr<StoreHolder> store_;
-  std::unique_ptr<Group> tp_, pp_, dp_, mp_, embedding_, kv_, world_;
+  std::unique_ptr<Group> tp_, cp_, pp_, dp_, mp_, embedding_, kv_, world_;
 };
 
 // --- collectives (all members of the group must call them in the same order) -------------

@@ -68,15 +68,15 @@ void StepLogger::startup(const std::vector<model::Param>& params, std::int64_t o
   const auto predicted = from_every_rank(comm_, predicted_bytes / 1e6);
   if (comm_.rank() != 0) return;
   const auto& p = cfg_.parallel;
-  spdlog::info("layout dp={} pp={} tp={} ({} processes), schedule {} (theoretical bubble {:.1f}%)",
-               p.dp, p.pp, p.tp, comm_.grid().world(), name_of(p.schedule), 100 * bubble);
+  spdlog::info("layout dp={} pp={} tp={} cp={} ({} processes), schedule {} (theoretical bubble {:.1f}%)",
+               p.dp, p.pp, p.tp, p.cp, comm_.grid().world(), name_of(p.schedule), 100 * bubble);
   if (comm_.grid().world() <= 16) {
     std::ostringstream map;
     for (int r = 0; r < comm_.grid().world(); ++r) {
       auto c = comm_.grid().coord_of(r);
-      map << " r" << r << "=(" << c.dp << "," << c.pp << "," << c.tp << ")";
+      map << " r" << r << "=(" << c.dp << "," << c.pp << "," << c.tp << "," << c.cp << ")";
     }
-    spdlog::info("rank -> (dp,pp,tp):{}", map.str());
+    spdlog::info("rank -> (dp,pp,tp,cp):{}", map.str());
   }
   spdlog::info("parameters {} (model), per rank: {}", model::count_parameters(cfg_.model), joined(counts, 1, "{:.0f}"));
   spdlog::info("optimizer state per rank (MB): {}", joined(optimizer, 1e-6, "{:.2f}"));

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "context_parallel/context_parallel.hpp"
 #include "model/recompute.hpp"
 #include "ops/cpu_ops.hpp"
 #include "runtime/device.hpp"
@@ -70,7 +71,7 @@ at::Tensor Chunk::rope(const at::Tensor& x) const {
   // Rotate-half form (as in Llama): pairs (i, i + D/2) are rotated by position-dependent angles.
   const int64_t half = x.size(-1) / 2;
   at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  const int64_t s = x.size(-2);  // positions 0 .. s-1 (inputs may be shorter than seq_len)
+  const int64_t s = x.size(-2);  // the table's first s rows (inputs may be shorter than seq_len)
   // The tables are fp32, so the rotation is computed in fp32 and rounded once to x's dtype.
   return (x * rope_cos_.narrow(0, 0, s) + rotated * rope_sin_.narrow(0, 0, s)).to(x.scalar_type());
 }
@@ -109,10 +110,16 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
                                           /*enable_gqa=*/q.size(1) != k.size(1));
 }
 
-// RoPE on queries and keys, then attention.
+// RoPE on queries and keys, then attention: over this rank's sequence, or under context
+// parallelism over the whole sequence spread over the CP group.
 at::Tensor Chunk::attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool training) const {
   const bool rotary = cfg_->positions == Positions::Rope;
-  return causal_attention(rotary ? rope(q) : q, rotary ? rope(k) : k, v, training ? cfg_->dropout : 0.0);
+  const at::Tensor qr = rotary ? rope(q) : q, kr = rotary ? rope(k) : k;
+  if (cp_->size() == 1) return causal_attention(qr, kr, v, training ? cfg_->dropout : 0.0);
+  // In fp32 where CPU bf16 products compute in fp32, as causal_attention does (it says why).
+  if (ops::computes_in_fp32(q))
+    return context_parallel::attention(qr.to(at::kFloat), kr.to(at::kFloat), v.to(at::kFloat), *cp_).to(q.scalar_type());
+  return context_parallel::attention(qr, kr, v, *cp_);
 }
 
 at::Tensor Chunk::attention(const Block& b, const at::Tensor& x, bool training) const {
@@ -158,10 +165,11 @@ at::Tensor Chunk::in_unit(int unit, const std::function<at::Tensor()>& fn) const
 at::Tensor Chunk::embed(const at::Tensor& tokens, bool training) const {
   at::Tensor x = embedding_.forward(tokens, tp_);
   if (position_embedding_.defined()) {
-    // Under sequence parallelism this rank holds positions [tp_rank*S/tp, (tp_rank+1)*S/tp).
+    // This rank's positions (its CP chunks), of which sequence parallelism keeps the tp_rank-th s.
+    const at::Tensor table = positions_.defined() ? position_embedding_.index_select(0, positions_) : position_embedding_;
     const int64_t s = x.size(1);
     const int64_t start = tp_.sequence_parallel ? tp_.rank() * s : 0;
-    x = x + position_embedding_.narrow(0, start, s);
+    x = x + table.narrow(0, start, s);
   }
   return dropout(x.to(residual_dtype_), training);
 }
@@ -312,6 +320,10 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
   const auto& m = cfg_.model;
   tp_.group = &comm.tp();
   tp_.sequence_parallel = cfg_.parallel.sequence_parallel && comm.tp().size() > 1;
+  auto long_options = at::TensorOptions().dtype(at::kLong).device(comm.device());
+  const at::Tensor positions = comm.cp().size() > 1
+                                   ? context_parallel::local_positions(m.seq_len, comm.cp().index(), comm.cp().size()).to(comm.device())
+                                   : at::arange(m.seq_len, long_options);
   const int total_chunks = static_cast<int>(layer_ranges.size());
   const int64_t V = padded_vocab_size(m, comm.tp().size());
   const int64_t S = m.seq_len, H = m.hidden;
@@ -328,6 +340,8 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
     Chunk ch;
     ch.cfg_ = &cfg_.model;
     ch.tp_ = tp_;
+    ch.cp_ = &comm.cp();
+    if (comm.cp().size() > 1) ch.positions_ = positions;
     ch.first_ = id == 0;
     ch.last_ = id == total_chunks - 1;
     ch.residual_dtype_ = residual_dtype(cfg_);
@@ -371,10 +385,10 @@ GPT::GPT(const Config& cfg, distributed::Comm& comm, const std::vector<int>& chu
         ch.head_weight_ = add_param(h, {Init::Normal, m.init_std});
       }
     }
-    // RoPE tables for the full sequence, built once.
+    // RoPE tables for this rank's positions, built once.
     auto f32 = at::TensorOptions().dtype(at::kFloat).device(comm.device());
     if (m.positions == Positions::Rope) {
-      at::Tensor angles = at::outer(at::arange(S, f32), rope_inverse_frequencies(m).to(f32));  // [S, D/2]
+      at::Tensor angles = at::outer(positions.to(f32), rope_inverse_frequencies(m).to(f32));  // [S or S/cp, D/2]
       angles = at::cat({angles, angles}, -1);
       ch.rope_cos_ = angles.cos();
       ch.rope_sin_ = angles.sin();

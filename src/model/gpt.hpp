@@ -64,7 +64,8 @@ class Chunk {
   bool last() const { return last_; }
 
   // First chunk: `input` holds token ids [B, S]. Otherwise: hidden states from the previous
-  // chunk, [B, S, H] (or [B, S/tp, H] under sequence parallelism). Dropout only when `training`.
+  // chunk, [B, S, H] (or [B, S/tp, H] under sequence parallelism). Under context parallelism S is
+  // this rank's S/cp tokens (context_parallel.hpp). Dropout only when `training`.
   at::Tensor forward(const at::Tensor& input, bool training = true) const;
   // Last chunk only: the final norm and the head, giving this rank's vocab slice of the logits.
   at::Tensor logits(const at::Tensor& hidden) const;
@@ -88,6 +89,8 @@ class Chunk {
   Recompute recompute_ = Recompute::None;
   int recompute_layers_ = 0;  // under full: the first this many layers of the chunk
   tensor_parallel::TPContext tp_;
+  distributed::Group* cp_ = nullptr;
+  at::Tensor positions_;  // under context parallelism: the global positions of this rank's tokens
   bool first_ = false, last_ = false;
   at::ScalarType residual_dtype_ = at::kFloat;
   int local_heads_ = 0, local_kv_heads_ = 0, head_dim_ = 0;
@@ -96,7 +99,7 @@ class Chunk {
   std::vector<Block> blocks_;
   Norm final_norm_;
   at::Tensor head_weight_;  // [V/tp, H]: the embedding (tied) or its own weight
-  at::Tensor rope_cos_, rope_sin_;
+  at::Tensor rope_cos_, rope_sin_;  // [S (or S/cp), D]: the angles of this rank's positions
   int embedding_unit_ = -1, first_layer_unit_ = -1, head_unit_ = -1;
   UnitHooks* hooks_ = nullptr;
 };

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "context_parallel/context_parallel.hpp"
 #include "pipeline_parallel/schedule.hpp"
 
 namespace trainer::pipeline_parallel {
@@ -102,7 +103,8 @@ bool Runner::holds_loss() const { return model_.chunks().back().last(); }
 at::Tensor Runner::activation_buffer() const {
   const auto& m = cfg_.model;
   const bool sp = cfg_.parallel.sequence_parallel && comm_.tp().size() > 1;
-  const int64_t s = sp ? m.seq_len / comm_.tp().size() : m.seq_len;
+  const int64_t local = m.seq_len / comm_.cp().size();  // this CP rank's tokens
+  const int64_t s = sp ? local / comm_.tp().size() : local;
   // The residual stream's dtype: bf16 travels in a bf16 model (half the bytes of fp32).
   return at::empty({cfg_.parallel.micro_batch_size, s, m.hidden},
                    at::TensorOptions().dtype(model::residual_dtype(cfg_)).device(comm_.device()));
@@ -181,8 +183,10 @@ double Runner::eval_step(const std::vector<data::MicroBatch>& mbs, double loss_s
   return run(mbs, loss_scale, /*training=*/false, [](int) {}).loss;
 }
 
-StepStats Runner::run(const std::vector<data::MicroBatch>& mbs, double loss_scale, bool training,
+StepStats Runner::run(const std::vector<data::MicroBatch>& all_tokens, double loss_scale, bool training,
                       const std::function<void(int)>& before_last_backward) {
+  // Each stage computes on this CP rank's chunks of every sequence (and sends only those on).
+  const auto mbs = context_parallel::shard_microbatches(all_tokens, comm_.cp());
   const int m = static_cast<int>(mbs.size());
   const auto actions = actions_of(stage_, training, m);
   std::vector<int> last_backward(chunks_, -1);

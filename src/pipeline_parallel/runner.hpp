@@ -39,7 +39,8 @@ class Runner {
  public:
   Runner(const Config& cfg, model::GPT& model, distributed::Comm& comm);
 
-  // One training step's forward+backward over `microbatches`. Each microbatch loss is
+  // One training step's forward+backward over `microbatches` (whole sequences: the runner keeps
+  // this CP rank's chunks of each, context_parallel.hpp). Each microbatch loss is
   // multiplied by `loss_scale` (1 / tokens in the global batch), so gradients accumulate to
   // the gradient of the mean loss. `before_last_backward(chunk)` runs just before the last
   // backward of each local chunk (where data-parallel reduction may start).

@@ -26,8 +26,8 @@ std::pair<std::string, double> Memory::biggest() const {
 }
 
 std::vector<std::pair<const char*, double>> Time::terms() const {
-  return {{"compute", compute},       {"tp_comm", tp_comm},       {"pp_comm", pp_comm},
-          {"bubble", bubble},         {"dp_exposed", dp_exposed}, {"optimizer", optimizer}};
+  return {{"compute", compute}, {"tp_comm", tp_comm},       {"cp_comm", cp_comm},    {"pp_comm", pp_comm},
+          {"bubble", bubble},   {"dp_exposed", dp_exposed}, {"optimizer", optimizer}};
 }
 
 double Time::step() const {
@@ -149,13 +149,21 @@ Widths widths_of(const Config& cfg, bool gpu) {
 
 // Bytes per token that one layer keeps for backward in trainer (src/model/gpt.cpp, counted from
 // the tensors autograd saves).
+// Under context parallelism (cp > 1) the tokens are this rank's S/cp, and attention keeps the
+// keys and values of the whole sequence (cp times its own) gathered for backward.
 double trainer_layer_bytes(const ModelConfig& m, const LayerShape& s, bool sp, Recompute recompute, bool gpu,
-                           const Widths& w) {
+                           const Widths& w, int cp) {
   const double shard = sp ? s.tp : 1;  // the sequence-sharded regions under SP
   const double q = s.heads_local * s.D, kv = 2 * s.kv_local * s.D;
   double attention_core;
   if (recompute == Recompute::Selective) {
     attention_core = (q + kv) * w.matmul;  // the recomputed function's inputs only
+  } else if (cp > 1) {
+    // context_parallel::attention keeps the rotated queries, the gathered keys and values, its
+    // output and fp32 log-sum-exp (in fp32 where bf16 products compute in fp32); the projection
+    // outputs it was given are not kept.
+    const double width = w.bf16_in_fp32 ? 4 : w.matmul;
+    attention_core = (q + cp * kv + q) * width + 4 * s.heads_local;
   } else if (w.bf16_in_fp32) {
     // The kernel's fp32 copies of q, k, v and its fp32 output; the bf16 projection outputs they
     // were converted from are not kept.
@@ -198,7 +206,7 @@ double megatron_layer_bytes(const ModelConfig& m, const LayerShape& s, const Lay
 Memory megatron_memory(const Config& cfg, const Layout& l, int microbatches) {
   const ModelConfig& m = cfg.model;
   const double h = m.hidden, a = m.heads, G = kv_heads_of(m), F = m.ffn, L = m.layers;
-  const double t = l.tp, p = l.pp, s = m.seq_len, b = l.micro_batch_size;
+  const double t = l.tp, p = l.pp, s = static_cast<double>(m.seq_len) / l.cp, b = l.micro_batch_size;  // s: this rank's tokens
   const double V = padded_vocab_size(m, l.tp);
   const double norm = m.norm == Norm::RmsNorm ? 1 : 2;
   const double gated = m.mlp == Mlp::SwiGlu ? 1.5 : 1;
@@ -210,7 +218,7 @@ Memory megatron_memory(const Config& cfg, const Layout& l, int microbatches) {
   Memory mem;
   mem.weights = 2 * params;
   mem.gradients = 4 * params;
-  mem.optimizer = 12 * params / (l.zero_stage != ZeroStage::None ? l.dp : 1);
+  mem.optimizer = 12 * params / (l.zero_stage != ZeroStage::None ? l.dp * l.cp : 1);
   const double sbh = s * b * h;
   double act;
   const bool sp_selective = l.sequence_parallel && l.recompute == Recompute::Selective;
@@ -253,7 +261,7 @@ ParamBytes param_bytes(const Config& cfg) {
 double gpu_runtime_bytes(const Config& cfg, const Layout& l) {
   const double mib = 1024.0 * 1024.0;
   const double cublas = 2 * 32 * mib;
-  const int communicators = (l.tp > 1) + (l.dp > 1) + (l.pp > 1 ? 2 : 0);
+  const int communicators = (l.tp > 1) + (l.cp > 1) + (l.dp * l.cp > 1) + (l.pp > 1 ? 2 : 0);
   const double nccl = communicators * 32 * 2 * 4 * mib;
   return cfg.plan.gpu_reserved_gb * 1e9 + cublas + nccl;
 }
@@ -265,10 +273,12 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   const LayerShape shape = layer_shape(m, l.tp);
   const Widths w = widths_of(cfg, !hw.is_cpu);
   const ParamBytes pb = param_bytes(cfg);
-  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
+  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len / l.cp;  // this rank's
   const double shard = l.sequence_parallel ? l.tp : 1;
   const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
-  const double zero = l.zero_stage != ZeroStage::None ? l.dp : 1;
+  // ZeRO shards over the DP group, which spans dp and cp (distributed/grid.hpp).
+  const double dp_group = static_cast<double>(l.dp) * l.cp;
+  const double zero = l.zero_stage != ZeroStage::None ? dp_group : 1;
   const bool shards_grads = l.zero_stage >= ZeroStage::Gradients, shards_params = l.zero_stage == ZeroStage::Parameters;
   Memory mem;
   mem.stage = st.index;
@@ -282,19 +292,19 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
     largest_unit = std::max({embedding, head, shape.params});
     if (l.reshard_after_forward) gathered = shape.params + std::max({embedding, head, st.layers >= 2 ? shape.params : 0.0});
   }
-  mem.weights = pb.weights * (shards_params ? st.params / l.dp + gathered : st.params);
+  mem.weights = pb.weights * (shards_params ? st.params / dp_group + gathered : st.params);
   // ZeRO-2/3 keep 1/dp of the gradients. Without PP each microbatch's full buffers live from a
   // bucket's first gradient until its reduce-scatter lands: the bucket being filled and at most
   // kReductionsInFlight (2) more, each at most optim.bucket_mb (ZeRO-3: at most a unit). Under PP
   // the full buffers accumulate over the step.
   const double bucket = std::min(cfg.optim.bucket_mb * 1024 * 1024 / 4, largest_unit);
   const double full_grads = shards_grads && l.pp == 1 ? 3 * bucket : st.params;
-  mem.gradients = pb.gradients * (full_grads + (shards_grads ? st.params / l.dp : 0));
+  mem.gradients = pb.gradients * (full_grads + (shards_grads ? st.params / dp_group : 0));
   mem.optimizer = pb.optimizer * st.params / zero;
   // Kept activations: each in-flight (microbatch, chunk) pair holds its chunk's layers; a fully
   // recomputed layer keeps its input alone.
   const double layers_per_chunk = st.layers / l.virtual_stages;
-  const double per_layer = trainer_layer_bytes(m, shape, l.sequence_parallel, l.recompute, !hw.is_cpu, w);
+  const double per_layer = trainer_layer_bytes(m, shape, l.sequence_parallel, l.recompute, !hw.is_cpu, w, l.cp);
   const double layer_input = w.residual * m.hidden / shard;
   const double recomputed = recomputed_layers(cfg, l, layers_per_chunk);
   const double kept = (layers_per_chunk - recomputed) * per_layer + recomputed * layer_input;
@@ -344,7 +354,13 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   }
   // Two pipeline receive buffers per chunk; a bf16 copy of fp32 gradients that travel in bf16.
   if (l.pp > 1) mem.buffers += 2 * l.virtual_stages * tokens * layer_input;
-  if (cfg.optim.grad_reduce_dtype == DType::Bf16 && pb.gradients == 4 && l.dp > 1) mem.buffers += 2 * full_grads;
+  if (cfg.optim.grad_reduce_dtype == DType::Bf16 && pb.gradients == 4 && dp_group > 1) mem.buffers += 2 * full_grads;
+  // Context parallelism's attention backward, one layer at a time: the gathered keys and values'
+  // fp32 gradient and their copy in rank order for the reduce-scatter.
+  if (l.cp > 1) {
+    const double width = w.bf16_in_fp32 ? 4 : w.matmul;
+    mem.buffers += (4 + width) * 2 * shape.kv_local * shape.D * l.micro_batch_size * m.seq_len;
+  }
   mem.runtime = hw.is_cpu ? pc.cpu_process_mb * 1e6 : gpu_runtime_bytes(cfg, l);
   return mem;
 }
@@ -382,11 +398,11 @@ ForwardCost forward_cost(const Config& cfg, const Layout& l, const Hardware& hw,
   const PlanConfig& pc = cfg.plan;
   const bool megatron = pc.assumptions == PlanAssumptions::Megatron;
   const LayerShape shape = layer_shape(m, l.tp);
-  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
+  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len / l.cp;  // this rank's
   const double matmul_rate = peak_tflops * 1e12 * pc.matmul_efficiency * share;
   const double memory_rate = hw.memory_gbs * 1e9 * pc.memory_efficiency * share;
-  // Attention scores and the weighted sum: 4·s·h per token without the causal discount. A fused
-  // kernel skips the masked half; Megatron 2021 ran them as batched matmuls over the full square.
+  // Attention scores and the weighted sum: 4·s·h per token without the causal discount (each of
+  // this rank's tokens against the whole sequence's keys under CP). A fused kernel skips the masked half; Megatron 2021 ran them as batched matmuls over the full square.
   const double attention_flops = 4.0 * tokens * m.seq_len * shape.heads_local * shape.D;
   ForwardCost c;
   c.attention = megatron ? attention_flops / matmul_rate
@@ -395,7 +411,7 @@ ForwardCost forward_cost(const Config& cfg, const Layout& l, const Hardware& hw,
   forward_only.recompute = Recompute::None;
   const double kept_bytes = megatron ? megatron_layer_bytes(m, shape, forward_only) * tokens
                                      : trainer_layer_bytes(m, shape, l.sequence_parallel, Recompute::None, !hw.is_cpu,
-                                                           widths_of(cfg, !hw.is_cpu)) * tokens;
+                                                           widths_of(cfg, !hw.is_cpu), l.cp) * tokens;
   const double elementwise = pc.elementwise_traffic * kept_bytes / memory_rate;
   c.layer = 2 * tokens * shape.matmul_params / matmul_rate + c.attention + elementwise;
   const double vocab_rows = static_cast<double>(padded_vocab_size(m, l.tp)) / l.tp;
@@ -426,21 +442,30 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
     all_contended = std::max(1.0, ranks_per_node * threads / cores);
   }
   const ForwardCost f = forward_cost(cfg, l, hw, peak_of(cfg, hw), share);
-  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len;
+  const double tokens = static_cast<double>(l.micro_batch_size) * m.seq_len / l.cp;  // this rank's
   const double act_bytes = megatron || cfg.runtime.precision == DType::Bf16 ? 2 : 4;  // what TP and PP move per element
   const double shard = l.sequence_parallel ? l.tp : 1;
+  // Rank order tp, cp, dp, pp (distributed/grid.hpp); the DP group spans dp × cp.
+  const int dp_group = l.dp * l.cp;
   const Link tp_link = link_for(hw, pc, 1, l.tp, ranks_per_node);
-  const Link dp_link = link_for(hw, pc, l.tp, l.dp, ranks_per_node);
-  const Link pp_link = link_for(hw, pc, l.tp * l.dp, l.pp, ranks_per_node);
+  const Link cp_link = link_for(hw, pc, l.tp, l.cp, ranks_per_node);
+  const Link dp_link = link_for(hw, pc, l.tp, dp_group, ranks_per_node);
+  const Link pp_link = link_for(hw, pc, l.tp * dp_group, l.pp, ranks_per_node);
   // TP: per layer two all-reduces (or all-gather + reduce-scatter) forward, two backward, two more
   // when the forward is recomputed; the embedding and head add one each.
   const double tp_one = ring_seconds(tokens * m.hidden * act_bytes, l.tp, tp_link.gbs, tp_link.latency_us, 2);
+  // CP: per layer an all-gather of the whole sequence's keys and values forward (again when the
+  // forward is recomputed: selective recomputation repeats the attention core) and a reduce-scatter
+  // of their gradients backward, in the model's dtype; trainer waits for each (no overlap).
+  const LayerShape shape = layer_shape(m, l.tp);
+  const double kv_bytes = 2 * shape.kv_local * shape.D * l.micro_batch_size * m.seq_len * act_bytes;
+  const double cp_one = ring_seconds(kv_bytes, l.cp, cp_link.gbs, cp_link.latency_us, 1);
   // Pipeline messages: sharded under SP, and split over the TP ranks by Megatron's scatter/gather.
   const double p2p_shard = megatron ? l.tp : shard;
   const double p2p = l.pp > 1 ? tokens * m.hidden / p2p_shard * act_bytes / (pp_link.gbs * 1e9) + pp_link.latency_us * 1e-6 : 0;
   // The slowest stage sets the pace; per microbatch: its forward, backward (2 × forward, plus the
   // recomputed forward, which runs in backward) and TP collectives.
-  double stage_time = 0, stage_backward = 0, stage_tp = 0;
+  double stage_time = 0, stage_backward = 0, stage_tp = 0, stage_cp = 0;
   for (const Stage& st : stages) {
     const double layers_per_chunk = st.layers / l.virtual_stages;
     const double recomputed = recomputed_layers(cfg, l, layers_per_chunk) / std::max(1.0, layers_per_chunk) * st.layers;
@@ -449,17 +474,20 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
     if (st.last) forward += f.head;
     const double backward = 2 * forward + recompute;
     const double tp = tp_one * (4 * st.layers + 2 * recomputed + st.first + st.last);
-    if (forward + backward + tp > stage_time + stage_tp) {
+    const double cp = cp_one * (2 * st.layers + (l.recompute == Recompute::Selective ? st.layers : recomputed));
+    if (forward + backward + tp + cp > stage_time + stage_tp + stage_cp) {
       stage_time = forward + backward;
       stage_backward = backward;
       stage_tp = tp;
+      stage_cp = cp;
     }
   }
   Time t;
   t.compute = microbatches * stage_time * contended;
   t.tp_comm = microbatches * stage_tp;
+  t.cp_comm = microbatches * stage_cp;
   // Fill and drain (Narayanan et al. 2021): the bubble fraction of the whole pipeline's time.
-  t.bubble = bubble_fraction / (1 - bubble_fraction) * microbatches * (stage_time + stage_tp);
+  t.bubble = bubble_fraction / (1 - bubble_fraction) * microbatches * (stage_time + stage_tp + stage_cp);
   // Each microbatch sends an activation and a gradient across each of its v chunk boundaries.
   t.pp_comm = 2.0 * l.virtual_stages * microbatches * p2p;
   // DP: the gradients of the most loaded rank. Trainer starts buckets during the last
@@ -474,8 +502,8 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   const double weight_bytes = megatron ? 2 : param_bytes(cfg).weights;
   const bool sharded = l.zero_stage != ZeroStage::None;
   const bool scatters = l.zero_stage >= ZeroStage::Gradients || (megatron && sharded);
-  const double reduce = ring_seconds(max_params * grad_bytes, l.dp, dp_link.gbs, dp_link.latency_us, scatters ? 1 : 2);
-  const double gather = ring_seconds(max_params * weight_bytes, l.dp, dp_link.gbs, dp_link.latency_us, 1);
+  const double reduce = ring_seconds(max_params * grad_bytes, dp_group, dp_link.gbs, dp_link.latency_us, scatters ? 1 : 2);
+  const double gather = ring_seconds(max_params * weight_bytes, dp_group, dp_link.gbs, dp_link.latency_us, 1);
   if (megatron) {
     t.dp_exposed = reduce + (sharded ? gather : 0);
   } else {
@@ -501,7 +529,7 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   }
   // Optimizer: gradient norm (read g) and AdamW (read p, g, m, v; write p, m, v) over the
   // rank's shard, fp32.
-  const double shard_params = max_params / (sharded ? l.dp : 1);
+  const double shard_params = max_params / (sharded ? dp_group : 1);
   t.optimizer = 8 * 4 * shard_params / (hw.memory_gbs * 1e9 * pc.memory_efficiency * share) * all_contended;
   return t;
 }
@@ -523,7 +551,7 @@ double recompute_flops_per_token(const Config& cfg, const Layout& l) {
 Prediction predict(const Config& base, const Layout& l, const Hardware& hw, bool with_time) {
   const Config cfg = with_layout(base, l);
   const int microbatches = num_microbatches(cfg);
-  const int world = l.dp * l.pp * l.tp;
+  const int world = l.world();
   // CPU: the ranks on this machine (all of them unless said); GPU: a node's worth.
   const int ranks_per_node = hw.gpus_per_node > 0 ? std::min(world, hw.gpus_per_node) : world;
   const std::vector<Stage> stages = stages_of(cfg, l, microbatches);
@@ -594,8 +622,10 @@ std::vector<Prediction> search(const Config& base, int gpus, const Hardware& hw,
   const int node = hw.gpus_per_node > 0 ? hw.gpus_per_node : gpus;
   for (int tp : divisors(gpus, node)) {
     if (cfg.model.heads % tp != 0) continue;
-    for (int pp : divisors(gpus / tp, cfg.model.layers)) {
-      const int dp = gpus / tp / pp;
+    for (int cp : divisors(gpus / tp, gpus))
+    for (int pp : divisors(gpus / tp / cp, cfg.model.layers)) {
+      const int dp = gpus / tp / cp / pp;
+      if (cp > 1 && cfg.model.seq_len % (2 * cp) != 0) continue;
       if (cfg.train.global_batch_size % dp != 0) continue;
       std::vector<int> chunk_counts = {1};
       for (int v = 2; pp > 1 && pp * v <= cfg.model.layers; ++v)
@@ -606,9 +636,9 @@ std::vector<Prediction> search(const Config& base, int gpus, const Hardware& hw,
             for (ZeroStage zero : {ZeroStage::None, ZeroStage::Optimizer, ZeroStage::Gradients, ZeroStage::Parameters})
               for (bool sp : {false, true})
                 for (bool reshard : {true, false}) {
-                  if ((zero != ZeroStage::None && dp == 1) || (sp && tp == 1)) continue;
+                  if ((zero != ZeroStage::None && dp * cp == 1) || (sp && tp == 1)) continue;
                   if (!reshard && (zero != ZeroStage::Parameters || pp > 1)) continue;  // the same run
-                  Layout l{dp, pp, tp, v, mb, v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB, r, zero, sp, reshard};
+                  Layout l{dp, pp, tp, cp, v, mb, v > 1 ? Schedule::Interleaved1F1B : Schedule::OneFOneB, r, zero, sp, reshard};
                   if (accepted(cfg, l, gpus)) out.push_back(predict(cfg, l, hw, with_time));
                 }
     }

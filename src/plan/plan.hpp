@@ -36,6 +36,7 @@ struct Memory {
 struct Time {
   double compute = 0;     // forward, backward and recomputation of every microbatch
   double tp_comm = 0;     // tensor-parallel collectives (not overlapped)
+  double cp_comm = 0;     // context parallelism's key/value all-gathers and reduce-scatters (not overlapped)
   double pp_comm = 0;     // pipeline sends and receives on the critical path
   double bubble = 0;      // pipeline fill and drain
   double dp_exposed = 0;  // DP collectives compute does not hide: gradient reduction, parameter gathers

@@ -20,7 +20,7 @@ Config trainer_assumptions(Config cfg) {
 // A layout of the same size that fits, with the fewest changed settings, then the one that uses
 // the most of the memory (the least recomputation and sharding given up), as --set overrides.
 std::string fitting_alternative(const Config& cfg, const Layout& layout, const Hardware& hw) {
-  const int world = layout.dp * layout.pp * layout.tp;
+  const int world = layout.world();
   std::vector<Prediction> fitting;
   for (auto& q : search(cfg, world, hw, false))
     if (q.fits) fitting.push_back(q);

@@ -50,6 +50,7 @@ Json json_of(const Prediction& p) {
   return {{"dp", l.dp},
           {"pp", l.pp},
           {"tp", l.tp},
+          {"cp", l.cp},
           {"virtual_stages", l.virtual_stages},
           {"micro_batch_size", l.micro_batch_size},
           {"schedule", name_of(l.schedule)},

@@ -16,7 +16,7 @@ namespace trainer {
 
 std::string generate(const GenerateOptions& opts) {
   const std::string dir = checkpoint::resolve_checkpoint(opts.checkpoint);
-  Config cfg = load_config(dir + "/config.yaml", {"parallel.dp=1", "parallel.pp=1", "parallel.tp=1",
+  Config cfg = load_config(dir + "/config.yaml", {"parallel.dp=1", "parallel.pp=1", "parallel.tp=1", "parallel.cp=1",
                                                   "parallel.schedule=1f1b", "parallel.virtual_stages=1",
                                                   "parallel.stage_layers=[]"});
   auto tokenizer = data::make_tokenizer(opts.tokenizer);

@@ -308,7 +308,7 @@ void log_startup(const Run& r, const distributed::JobEnv& job, metrics::StepLogg
 }  // namespace
 
 bool reports_loss(const pipeline_parallel::Runner& runner, const distributed::Comm& comm) {
-  return runner.holds_loss() && comm.coord().dp == 0 && comm.coord().tp == 0;
+  return runner.holds_loss() && comm.coord().dp == 0 && comm.coord().cp == 0 && comm.coord().tp == 0;
 }
 
 double global_loss(double local, const pipeline_parallel::Runner& runner, distributed::Comm& comm) {
@@ -331,11 +331,15 @@ std::unique_ptr<distributed::Comm> join(const Config& cfg, const distributed::Jo
   at::set_num_threads(runtime::threads_per_rank(cfg.runtime, job.local_world_size));
   at::set_num_interop_threads(1);
   const auto& p = cfg.parallel;
-  distributed::Grid grid(p.dp, p.pp, p.tp, kv_replicas_of(cfg.model, p.tp));
+  distributed::Grid grid(p.dp, p.pp, p.tp, kv_replicas_of(cfg.model, p.tp), p.cp);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.runtime.collective_timeout_s * 1000));
   const c10::Device device = runtime::choose_device(cfg.runtime.device, job.local_rank);
   runtime::use_device(device, cfg.runtime.tf32);
   runtime::check_precision(device, cfg.runtime.precision);
+  // Context parallelism's attention calls the flash kernel directly, which CUDA has for bf16 alone.
+  if (device.is_cuda() && p.cp > 1 && cfg.runtime.precision != DType::Bf16)
+    throw ConfigError("parallel.cp = " + std::to_string(p.cp) + " on CUDA: its attention runs CUDA's flash kernel, "
+                      "which has no fp32 form; fix: runtime.precision=bf16, or parallel.cp=1");
   runtime::use_cpu_bf16(cfg.runtime);
   if (job.rank == 0 && device.is_cpu() && cfg.runtime.precision == DType::Bf16)
     spdlog::info("bf16 products on this CPU: {} (runtime.cpu_bf16_matmul={}; {})",

@@ -80,7 +80,7 @@ TEST_CASE("bad input everywhere: a table of cases, each a clear error in time", 
       {"--set without =", "{T} check-config {C} --set model.layers", 2, {"model.layers"}},
       {"heads not divisible by tp", "{T} check-config {C} --set parallel.tp=3 --set parallel.dp=1", 2, {"model.heads", "parallel.tp"}},
       {"fewer layers than stages", "{T} check-config {C} --set parallel.pp=8 --set parallel.dp=1", 2, {"model.layers", "pipeline stages"}},
-      {"world size != dp*pp*tp", "env RANK=0 WORLD_SIZE=3 {T} train {C}", 2, {"dp*pp*tp = 8", "3 processes"}},
+      {"world size != dp*cp*pp*tp", "env RANK=0 WORLD_SIZE=3 {T} train {C}", 2, {"dp*cp*pp*tp = 8", "3 processes"}},
       {"negative learning rate", "{T} check-config {C} --set optim.lr=-1", 2, {"optim.lr"}},
       // command lines
       {"unknown subcommand", "{T} frobnicate", 2, {"frobnicate"}},

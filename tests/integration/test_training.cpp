@@ -399,3 +399,106 @@ TEST_CASE("trainer verify compares layouts and fails above the tolerance", "[tra
 }
 
 
+
+// ---------------------------------------------------------------- context parallelism ------
+
+namespace {
+
+// The worst gradient tensor of the last step, relative to its norm (the dumps hold each
+// parameter's main gradient as "<name>.grad").
+double grad_distance(const Run& ref, const Run& run, std::string* worst = nullptr) {
+  double d = 0;
+  for (const auto& [name, t] : ref.params) {
+    if (name.find(".grad") == std::string::npos) continue;
+    INFO(name);
+    REQUIRE(run.params.count(name));
+    const auto [a, b] = comparable(name, t, run.params.at(name));
+    const double g = testing::norm_rel_diff(a, b);
+    if (g >= d && worst) *worst = name;
+    d = std::max(d, g);
+  }
+  return d;
+}
+
+// `run` (a CP layout) is `ref`'s run: check_same_run, and every gradient of the last step too.
+void check_same_run_and_grads(const Run& ref, const Run& floor_run, const Run& run, const Distance& floor) {
+  check_same_run(ref, run, floor);
+  std::string worst;
+  const double g = grad_distance(ref, run, &worst), g_floor = grad_distance(ref, floor_run);
+  std::cout << "noise: gradients " << g << " (" << worst << "); floor " << g_floor << std::endl;
+  INFO("gradients " << g << " (" << worst << "); floor " << g_floor);
+  CHECK(g <= testing::noise_bound(g_floor));
+}
+
+struct CpLayout {
+  int dp, pp, tp, cp;
+  std::vector<std::string> sets;
+};
+
+// Every CP layout of `layouts` against 1x1x1 of the same model over `steps`: losses, gradient
+// norms, the final weights and the last step's gradients within the noise floor.
+void check_cp_layouts(const std::vector<std::string>& model, const std::vector<CpLayout>& layouts) {
+  const Run ref = train(1, 1, 1, model);
+  REQUIRE(ref.losses.size() == 5);
+  CHECK(ref.losses.back().loss < ref.losses.front().loss);  // it learns
+  const Run floor_run = train(1, 1, 1, model, {}, testing::reordered_env());
+  const Distance floor = distance(ref, floor_run);
+  for (const auto& l : layouts) {
+    std::vector<std::string> sets = model;
+    sets.push_back("parallel.cp=" + std::to_string(l.cp));
+    sets.insert(sets.end(), l.sets.begin(), l.sets.end());
+    INFO("layout dp" << l.dp << " pp" << l.pp << " tp" << l.tp << " cp" << l.cp);
+    check_same_run_and_grads(ref, floor_run, train(l.dp, l.pp, l.tp, sets), floor);
+  }
+}
+
+const std::vector<std::string> kFive = {"train.steps=5", "logging.interval=1"};
+const std::vector<std::string> kSp = {"parallel.sequence_parallel=true"};
+
+std::vector<std::string> with_five(std::vector<std::string> sets) {
+  sets.insert(sets.begin(), kFive.begin(), kFive.end());
+  return sets;
+}
+
+}  // namespace
+
+TEST_CASE("context parallelism trains exactly like 1x1x1: the GPT-2 block (fp32 - 5 steps)", "[numerics][training][cp][mp]") {
+  check_cp_layouts(kFive, {{1, 1, 1, 2, {}},
+                           {1, 1, 1, 4, {}},
+                           {1, 1, 2, 2, kSp},
+                           {1, 2, 1, 2, {}},
+                           {2, 1, 1, 2, {}},
+                           {1, 2, 2, 2, {}}});
+}
+
+TEST_CASE("context parallelism trains exactly like 1x1x1: the Llama block with GQA (fp32 - 5 steps)", "[numerics][training][cp][gqa][mp]") {
+  // 4 query heads share 2 key/value heads; at tp 4 each key/value head is replicated on 2 ranks.
+  const auto llama = with_five({"model.mlp=swiglu", "model.positions=rope", "model.norm=rmsnorm", "model.bias=false",
+                                "model.tied_embeddings=false", "model.kv_heads=2"});
+  check_cp_layouts(llama, {{1, 1, 1, 2, {}},
+                           {1, 1, 1, 4, {}},
+                           {1, 1, 2, 2, kSp},
+                           {1, 2, 1, 2, {"parallel.recompute=selective"}},
+                           {2, 1, 1, 2, {"optim.zero_stage=1"}},
+                           {1, 2, 2, 2, {"parallel.recompute=full"}},
+                           {1, 1, 4, 2, kSp}});
+}
+
+TEST_CASE("context parallelism in bf16 computes the run of bf16 at 1x1x1", "[numerics][training][cp][bf16][mp]") {
+  const auto bf16 = with_five({"runtime.precision=bf16"});
+  check_cp_layouts(bf16, {{1, 1, 1, 2, {}}, {1, 1, 2, 2, kSp}, {1, 2, 1, 2, {"parallel.schedule=interleaved-1f1b", "parallel.virtual_stages=2"}}});
+}
+
+TEST_CASE("trainer verify accepts context-parallel layouts (DPxPPxTPxCP) on tiny and tiny-llama", "[training][verify][cp][mp]") {
+  for (const char* config : {"/configs/tiny.yaml", "/configs/tiny-llama.yaml"}) {
+    auto r = testing::trainer({"verify", testing::source_dir() + config, "--layouts", "1x1x1,1x1x1x2,1x2x2x2", "--steps", "3"});
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK(r.output.find("PASS") != std::string::npos);
+    CHECK(r.output.find("1x2x2x2") != std::string::npos);
+  }
+  auto bad = testing::trainer({"verify", testing::source_dir() + "/configs/tiny.yaml", "--layouts", "1x1x1,1x1x1y2"});
+  INFO(bad.output);
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find("DPxPPxTPxCP") != std::string::npos);
+}

@@ -87,7 +87,7 @@ train:
 
 TEST_CASE("bad configs exit 2 naming key - value and fix", "[config][cli]") {
   const std::vector<BadCase> cases = {
-      {"world size mismatch", "", {"parallel.dp=2"}, 4, {"dp*pp*tp = 2", "4 processes", "fix:"}},
+      {"world size mismatch", "", {"parallel.dp=2"}, 4, {"dp*cp*pp*tp = 2", "4 processes", "fix:"}},
       {"heads not divisible by tp", "", {"parallel.tp=3", "model.ffn=255", "model.heads=4"}, 0, {"model.heads", "parallel.tp = 3"}},
       {"ffn not divisible by tp", "", {"parallel.tp=2", "model.ffn=255"}, 0, {"model.ffn", "255", "tp"}},
       {"fewer layers than stages", "", {"parallel.pp=8"}, 0, {"model.layers", "fewer layers than pipeline stages"}},
@@ -114,6 +114,11 @@ TEST_CASE("bad configs exit 2 naming key - value and fix", "[config][cli]") {
       {"zero stage 4", "", {"optim.zero_stage=4"}, 0, {"optim.zero_stage", "use one of: 0, 1, 2, 3"}},
       {"zero stage 3 without data parallelism", "", {"optim.zero_stage=3"}, 0, {"optim.zero_stage", "parallel.dp = 1", "raise parallel.dp"}},
       {"sequence parallel with indivisible seq", "", {"parallel.tp=2", "parallel.sequence_parallel=true", "model.seq_len=33"}, 0, {"model.seq_len", "sequence parallelism"}},
+      {"cp with seq_len not divisible by 2 cp", "", {"parallel.cp=4", "model.seq_len=36"}, 0, {"model.seq_len", "36", "2 x parallel.cp = 8", "multiple of 8"}},
+      {"cp that does not divide the world", "", {"parallel.cp=2", "parallel.dp=2"}, 6, {"dp*cp*pp*tp = 4", "6 processes", "cp=2"}},
+      {"cp with non-positive size", "", {"parallel.cp=0"}, 0, {"parallel.cp", "must be positive"}},
+      {"cp with dropout", "", {"parallel.cp=2", "model.dropout=0.1"}, 0, {"model.dropout", "context parallelism", "model.dropout=0"}},
+      {"cp with sequence parallel and seq/cp not divisible by tp", "", {"parallel.cp=2", "parallel.tp=4", "parallel.sequence_parallel=true", "model.seq_len=36"}, 0, {"model.seq_len", "seq_len / parallel.cp", "cp x tp = 8"}},
   };
   testing::TempDir dir;
   for (const auto& c : cases) {

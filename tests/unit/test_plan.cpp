@@ -130,20 +130,21 @@ TEST_CASE("plan: the search gives only layouts the trainer accepts, fastest firs
   const auto all = plan::search(c, 8, plan::find_gpu("h100-80gb"));
   REQUIRE(all.size() > 20);
   bool interleaved = false, zero = false, full = false;
-  std::set<std::tuple<int, int, int>> shapes;
+  std::set<std::tuple<int, int, int, int>> shapes;
   int sp_on = 0, sp_off_with_tp = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const Layout& l = all[i].layout;
     if (i > 0) CHECK(all[i - 1].tokens_per_s >= all[i].tokens_per_s);
     CHECK(std::isfinite(all[i].tokens_per_s));
-    shapes.insert({l.dp, l.pp, l.tp});
+    shapes.insert({l.dp, l.pp, l.tp, l.cp});
     interleaved |= l.virtual_stages > 1, zero |= l.zero_stage == ZeroStage::Optimizer, full |= l.recompute == Recompute::Full;
     sp_on += l.sequence_parallel, sp_off_with_tp += !l.sequence_parallel && l.tp > 1;
   }
   CHECK((interleaved && zero && full && sp_on > 0 && sp_off_with_tp > 0));
-  // Every dp·pp·tp = 8 with tp | 4 heads and pp <= 4 layers: tp 1 and 2 with pp 1, 2, 4; tp 4
-  // with pp 1, 2.
-  CHECK(shapes.size() == 8);
+  // Every dp·cp·pp·tp = 8 with tp | 4 heads and pp <= 4 layers (seq 32 splits into 2·cp chunks
+  // for every cp): tp 1 with (cp, pp) in {1, 2} x {1, 2, 4}, (4, 1), (4, 2), (8, 1); tp 2 with
+  // cp 1 and pp 1, 2, 4, cp 2 and pp 1, 2, cp 4 and pp 1; tp 4 with pp 1, 2 at cp 1, cp 2 at pp 1.
+  CHECK(shapes.size() == 18);
   // A config's explicit stage_layers do not narrow the search to its own pipeline.
   Config staged = c;
   staged.parallel.pp = 2, staged.parallel.stage_layers = {3, 1};
@@ -288,4 +289,53 @@ TEST_CASE("plan: Llama 3 70B on 512 H100s and 8B on 8", "[plan]") {
     // predicts ~64%. Above 70% a term would be missing.
     CHECK(best->mfu < 0.7);
   }
+}
+
+TEST_CASE("plan: context parallelism divides the activations and pays in key/value collectives", "[plan][cp]") {
+  Config c;  // a Llama-style 1B-class model with GQA at 32K tokens on 4 H100s
+  c.model.layers = 8, c.model.hidden = 2048, c.model.heads = 16, c.model.kv_heads = 4, c.model.ffn = 5632;
+  c.model.vocab_size = 32000, c.model.seq_len = 32768;
+  c.model.positions = Positions::Rope, c.model.norm = Norm::RmsNorm, c.model.mlp = Mlp::SwiGlu, c.model.bias = false;
+  c.parallel.micro_batch_size = 1;
+  c.train.global_batch_size = 4;
+  c.runtime.precision = DType::Bf16;
+  const plan::Hardware& h100 = plan::find_gpu("h100-80gb");
+  auto at = [&](int dp, int cp, ZeroStage zero) {
+    Config x = c;
+    x.parallel.dp = dp, x.parallel.cp = cp, x.optim.zero_stage = zero;
+    validate(x, 4);
+    return plan::predict(x, layout_of(x), h100);
+  };
+  const auto dp4 = at(4, 1, ZeroStage::None), cp4 = at(1, 4, ZeroStage::None);
+  // Each rank computes a quarter of the tokens: the layers' activations and the logits fall to a
+  // quarter, plus the gathered keys and values (kv_heads / heads = 1/4 of the queries' size).
+  CHECK(cp4.memory.activations < 0.40 * dp4.memory.activations);
+  CHECK(cp4.memory.activations > 0.25 * dp4.memory.activations);
+  CHECK(cp4.memory.logits == Approx(dp4.memory.logits / 4));
+  CHECK(cp4.memory.weights == Approx(dp4.memory.weights));
+  CHECK(dp4.time.cp_comm == 0);
+  CHECK(cp4.time.cp_comm > 0);
+  // ZeRO shards over the DP group, which spans dp x cp.
+  const auto cp4_zero = at(1, 4, ZeroStage::Optimizer);
+  CHECK(cp4_zero.memory.optimizer == Approx(cp4.memory.optimizer / 4));
+  // The same global batch in a quarter of the sequence per rank: the compute per rank matches
+  // dp 4's (same tokens per rank), so the step costs about the same plus the collectives.
+  CHECK(cp4.time.compute == Approx(dp4.time.compute).epsilon(0.35));
+}
+
+TEST_CASE("plan: Llama 3 70B at 128K tokens on 512 H100s fits only with context parallelism", "[plan][cp]") {
+  Config c = load_config(testing::source_dir() + "/configs/llama3-70b.yaml", {"model.seq_len=131072"});
+  c.train.global_batch_size = 64;  // 8M tokens a step, as Llama 3's long-context stage
+  const auto all = plan::search(c, 512, plan::find_gpu("h100-80gb"), false);
+  bool any_fits_without_cp = false;
+  const plan::Prediction* best = nullptr;
+  for (const auto& p : all) {
+    if (!p.fits) continue;
+    any_fits_without_cp |= p.layout.cp == 1;
+    if (!best) best = &p;
+  }
+  REQUIRE(best != nullptr);
+  INFO("first fitting layout: " << describe(best->layout) << ", " << best->memory.total() / 1e9 << " GB");
+  CHECK(best->layout.cp > 1);
+  CHECK(!any_fits_without_cp);
 }
