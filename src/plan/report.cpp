@@ -87,7 +87,7 @@ std::string as_table(const Report& r) {
     const Memory& m = p->memory;
     const Time& t = p->time;
     out += fmt::format("{:<40} {:>8.1f} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f} {:>7.0f} {:>8.1f} {:>5.1f}%  {:.1f} / {:.1f}\n",
-                       describe(p->layout), gb(m.total()), t.step(), t.compute, t.tp_comm + t.pp_comm + t.dp_exposed,
+                       describe(p->layout), gb(m.total()), t.step(), t.compute, t.tp_comm + t.cp_comm + t.pp_comm + t.dp_exposed,
                        t.bubble, p->tokens_per_s, p->model_tflops, 100 * p->mfu, gb(m.weights + m.gradients + m.optimizer),
                        gb(m.activations + m.logits));
   }
