@@ -1,4 +1,4 @@
-// Checkpoints: exact resume, resharding to other layouts and ZeRO stages (0-3), atomicity
+// Checkpoints: exact resume, resharding to other layouts, cp sizes and ZeRO stages (0-3), atomicity
 // against interrupted saves, signals, and bad checkpoints.
 #include <ATen/ATen.h>
 
@@ -64,16 +64,19 @@ TEST_CASE("a checkpoint loads at another layout and ZeRO stage and training cont
   struct Case {
     std::array<int, 3> from, to;
     int zero_from, zero_to;
+    int cp_from = 1, cp_to = 1;  // context parallelism (ZeRO shards over dp x cp)
   };
-  // Every stage on both sides; ZeRO-3 per unit (pp 1) and per stage (pp 2).
+  // Every stage on both sides; ZeRO-3 per unit (pp 1) and per stage (pp 2); across cp sizes.
   const std::vector<Case> cases = {{{2, 2, 2}, {1, 1, 1}, 1, 0}, {{1, 1, 1}, {2, 2, 2}, 0, 3},
                                    {{2, 1, 2}, {1, 4, 1}, 3, 0}, {{4, 1, 1}, {2, 2, 2}, 2, 1},
-                                   {{2, 2, 2}, {4, 1, 1}, 3, 2}};
+                                   {{2, 2, 2}, {4, 1, 1}, 3, 2}, {{1, 2, 1}, {2, 1, 1}, 1, 3, 2, 1},
+                                   {{2, 1, 1}, {1, 1, 2}, 3, 1, 1, 4}};
   for (const auto& c : cases) {
-    INFO("from " << c.from[0] << "x" << c.from[1] << "x" << c.from[2] << " zero " << c.zero_from << " to " << c.to[0]
-                 << "x" << c.to[1] << "x" << c.to[2] << " zero " << c.zero_to);
+    INFO("from " << c.from[0] << "x" << c.from[1] << "x" << c.from[2] << "x" << c.cp_from << " zero " << c.zero_from
+                 << " to " << c.to[0] << "x" << c.to[1] << "x" << c.to[2] << "x" << c.cp_to << " zero " << c.zero_to);
     testing::TempDir dir;
-    std::vector<std::string> sets = {"train.steps=8", "optim.zero_stage=" + std::to_string(c.zero_from)};
+    std::vector<std::string> sets = {"train.steps=8", "optim.zero_stage=" + std::to_string(c.zero_from),
+                                     "parallel.cp=" + std::to_string(c.cp_from)};
     train_ckpt(c.from, dir.file("ckpt"), dir.file("dump0"), sets, {"--exit-after", "4"});
     fs::copy(dir.file("ckpt"), dir.file("ckpt_same"), fs::copy_options::recursive);
     fs::copy(dir.file("ckpt"), dir.file("ckpt_reordered"), fs::copy_options::recursive);
@@ -82,6 +85,7 @@ TEST_CASE("a checkpoint loads at another layout and ZeRO stage and training cont
     train_ckpt(c.from, dir.file("ckpt_same"), dir.file("dump_same"), sets);
     train_ckpt(c.from, dir.file("ckpt_reordered"), dir.file("dump_reordered"), sets, {}, testing::reordered_env());
     sets[1] = "optim.zero_stage=" + std::to_string(c.zero_to);
+    sets[2] = "parallel.cp=" + std::to_string(c.cp_to);
     train_ckpt(c.to, dir.file("ckpt"), dir.file("dump_new"), sets);
     const auto same = testing::read_losses(dir.file("dump_same"));
     const auto moved = testing::read_losses(dir.file("dump_new"));
