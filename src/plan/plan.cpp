@@ -454,12 +454,13 @@ Time step_time(const Config& cfg, const Layout& l, const Hardware& hw, const std
   // TP: per layer two all-reduces (or all-gather + reduce-scatter) forward, two backward, two more
   // when the forward is recomputed; the embedding and head add one each.
   const double tp_one = ring_seconds(tokens * m.hidden * act_bytes, l.tp, tp_link.gbs, tp_link.latency_us, 2);
-  // CP: per layer an all-gather of the whole sequence's keys and values forward (again when the
-  // forward is recomputed: selective recomputation repeats the attention core) and a reduce-scatter
-  // of their gradients backward, in the model's dtype; trainer waits for each (no overlap).
+  // CP: per layer the whole sequence's keys and values gathered forward (again when the forward
+  // is recomputed: selective recomputation repeats the attention core) and their gradients summed
+  // backward, in the model's dtype, each an in-place all-reduce of the whole buffer
+  // (src/context_parallel/ says why); trainer waits for each (no overlap).
   const LayerShape shape = layer_shape(m, l.tp);
   const double kv_bytes = 2 * shape.kv_local * shape.D * l.micro_batch_size * m.seq_len * act_bytes;
-  const double cp_one = ring_seconds(kv_bytes, l.cp, cp_link.gbs, cp_link.latency_us, 1);
+  const double cp_one = ring_seconds(kv_bytes, l.cp, cp_link.gbs, cp_link.latency_us, 2);
   // Pipeline messages: sharded under SP, and split over the TP ranks by Megatron's scatter/gather.
   const double p2p_shard = megatron ? l.tp : shard;
   const double p2p = l.pp > 1 ? tokens * m.hidden / p2p_shard * act_bytes / (pp_link.gbs * 1e9) + pp_link.latency_us * 1e-6 : 0;
