@@ -32,6 +32,13 @@ stage build 420 env PYTHON="$PY" BUILD_DIR="$BUILD" JOBS="$(nproc)" scripts/setu
 T="$BUILD/trainer"
 stage gpu_tests 180 "$BUILD/trainer_tests" "[gpu]"
 stage cpu_equivalence 120 "$BUILD/trainer_tests" "every layout trains exactly like 1x1x1 (fp32 - 10 steps)"
+# Context parallelism's CUDA path (the raw flash kernel and its backward, bf16): cp 2 on this one
+# GPU over Gloo (NCCL refuses two ranks on one device) against cp 1; the losses go to the log.
+for cp in 1 2; do
+  stage "cp${cp}_cuda" 120 "$BUILD/trainer" launch --nproc "$cp" -- train configs/tiny-llama.yaml --no-resume \
+    --set parallel.cp="$cp" --set runtime.device=cuda --set runtime.precision=bf16 --set runtime.backend=gloo \
+    --set train.steps=5 --set logging.interval=1 --set checkpoint.dir=
+done
 
 peak=0
 if out=$(timeout 60 "$T" bench-peak --device cuda --dtype bf16 --size 8192 --seconds 3); then
