@@ -27,10 +27,11 @@ Layout layout_of(const Config& cfg);
 // `cfg` run at `layout` (explicit stage_layers are dropped when the number of chunks changes).
 Config with_layout(Config cfg, const Layout& layout);
 
-// "DPxPPxTP" or "DPxPPxTPxCP" (without CP, `base`'s parallel.cp): a layout of those grid sizes with every other setting as `base` has it (its
-// sequence_parallel setting too, which layout_of drops at tp 1); throws ConfigError naming `option`.
+// "DPxPPxTP" or "DPxPPxTPxCP" (without CP, `base`'s parallel.cp): a layout of those grid sizes
+// with every other setting as `base` has it (its sequence_parallel setting too, which layout_of
+// drops at tp 1); throws ConfigError naming `option`.
 Layout parse_grid(const std::string& text, const std::string& option, const Config& base);
 std::string grid_name(const Layout& layout);  // "2x2x2", "2x2x2x2" with cp 2
-std::string describe(const Layout& layout);   // "dp2 pp4 tp2 v1 mb2 1f1b full zero1 sp"
+std::string describe(const Layout& layout);   // "dp2 pp4 tp2 cp2 v1 mb2 1f1b full zero1 sp"
 
 }  // namespace trainer

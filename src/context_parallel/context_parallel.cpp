@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "distributed/autograd_group.hpp"
 
 namespace trainer::context_parallel {
 
@@ -101,15 +102,15 @@ struct Attention : torch::autograd::Function<Attention> {
     }
     const at::Tensor out = at::cat(outs, 2), lse = at::cat(lses, 2);
     ctx->save_for_backward({q, kv, out, lse});
-    ctx->saved_data["cp"] = reinterpret_cast<int64_t>(cp);
+    distributed::save_group(ctx, cp);
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto* cp = reinterpret_cast<distributed::Group*>(ctx->saved_data["cp"].toInt());
+    distributed::Group& cp = distributed::group_of(ctx);
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &kv = saved[1], &out = saved[2], &lse = saved[3];
-    const int size = cp->size(), rank = cp->index();
+    const int size = cp.size(), rank = cp.index();
     const int64_t L = q.size(2) / 2;
     const at::Tensor grad = grads[0].contiguous();
     // Every key chunk before a local chunk gets gradient from it: they add up in fp32.
@@ -130,7 +131,7 @@ struct Attention : torch::autograd::Function<Attention> {
       if (c > 0) dqc += part(0, c * L, false);
       dq.push_back(dqc.to(q.scalar_type()));
     }
-    auto [dk, dv] = reduce_to_own_chunks(dkv.to(kv.scalar_type()), *cp);
+    auto [dk, dv] = reduce_to_own_chunks(dkv.to(kv.scalar_type()), cp);
     return {at::cat(dq, 2), dk, dv, at::Tensor()};
   }
 };

@@ -15,13 +15,14 @@
 // Tokens, targets and positions are sharded together (shard_microbatches, local_positions);
 // RoPE and learned positions use each token's global position.
 //
-// Attention (attention()): the ranks all-gather keys and values (kv_heads/heads of the queries'
-// size under GQA), and each local chunk c attends to the gathered keys in two flash-kernel calls
+// Attention (attention()): the ranks gather the whole sequence's keys and values (kv_heads/heads
+// of the queries' size under GQA; an in-place sum of a zeroed buffer, context_parallel.cpp says
+// why), and each local chunk c attends to the gathered keys in two flash-kernel calls
 // that keep no S × S tensor: chunks 0..c−1 unmasked, and chunk c itself under the kernel's causal
 // mask (square, so its top-left diagonal is the right one). The two partial results merge by their
 // log-sum-exps in fp32. Backward calls the kernel's own backward for each part with the merged
 // output and log-sum-exp (the gradient of a softmax over all keys, split by keys), and the key and
-// value gradients are reduce-scattered back to the ranks that own those tokens.
+// value gradients are summed over the group the same way, each rank keeping its own tokens'.
 #pragma once
 
 #include <ATen/core/Tensor.h>

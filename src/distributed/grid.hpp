@@ -3,8 +3,8 @@
 //   rank = tp + TP * (cp + CP * (dp + DP * pp))
 //
 // TP varies fastest so tensor-parallel peers are neighbours (same node, fastest links), then
-// CP (context parallelism: the ranks that split one sequence, whose attention all-gathers keys
-// and values every layer), then DP, then PP: Megatron's tp-cp-dp-pp order. Example, dp 2 × cp 2
+// CP (context parallelism: the ranks that split one sequence, whose attention gathers keys and
+// values every layer), then DP, then PP: Megatron's tp-cp-dp-pp order. Example, dp 2 × cp 2
 // × tp 2 (pp 1): ranks 0,1 = (dp0 cp0 tp0..1), 2,3 = (dp0 cp1), 4,5 = (dp1 cp0), 6,7 = (dp1 cp1).
 //
 // The DP group spans dp *and* cp: every rank in it holds the same parameters (CP ranks differ only

@@ -355,11 +355,12 @@ Memory stage_memory(const Config& cfg, const Layout& l, const Stage& st, const H
   // Two pipeline receive buffers per chunk; a bf16 copy of fp32 gradients that travel in bf16.
   if (l.pp > 1) mem.buffers += 2 * l.virtual_stages * tokens * layer_input;
   if (cfg.optim.grad_reduce_dtype == DType::Bf16 && pb.gradients == 4 && dp_group > 1) mem.buffers += 2 * full_grads;
-  // Context parallelism's attention backward, one layer at a time: the gathered keys and values'
-  // fp32 gradient and their copy in rank order for the reduce-scatter.
+  // Context parallelism's attention backward, one layer at a time: the whole sequence's key and
+  // value gradient in fp32, and its copy in the model's dtype for the sum when attention computes
+  // in bf16 (fp32 inputs, also where bf16 products compute in fp32, sum the fp32 buffer itself).
   if (l.cp > 1) {
-    const double width = w.bf16_in_fp32 ? 4 : w.matmul;
-    mem.buffers += (4 + width) * 2 * shape.kv_local * shape.D * l.micro_batch_size * m.seq_len;
+    const double copy = w.matmul == 2 && !w.bf16_in_fp32 ? 2 : 0;
+    mem.buffers += (4 + copy) * 2 * shape.kv_local * shape.D * l.micro_batch_size * m.seq_len;
   }
   mem.runtime = hw.is_cpu ? pc.cpu_process_mb * 1e6 : gpu_runtime_bytes(cfg, l);
   return mem;
@@ -402,7 +403,8 @@ ForwardCost forward_cost(const Config& cfg, const Layout& l, const Hardware& hw,
   const double matmul_rate = peak_tflops * 1e12 * pc.matmul_efficiency * share;
   const double memory_rate = hw.memory_gbs * 1e9 * pc.memory_efficiency * share;
   // Attention scores and the weighted sum: 4·s·h per token without the causal discount (each of
-  // this rank's tokens against the whole sequence's keys under CP). A fused kernel skips the masked half; Megatron 2021 ran them as batched matmuls over the full square.
+  // this rank's tokens against the whole sequence's keys under CP). A fused kernel skips the
+  // masked half; Megatron 2021 ran them as batched matmuls over the full square.
   const double attention_flops = 4.0 * tokens * m.seq_len * shape.heads_local * shape.D;
   ForwardCost c;
   c.attention = megatron ? attention_flops / matmul_rate

@@ -1,25 +1,19 @@
 #include "tensor_parallel/parallel_linear.hpp"
 
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/torch.h>
 
+#include "distributed/autograd_group.hpp"
 #include "ops/cpu_ops.hpp"
 
 namespace trainer::tensor_parallel {
 
+using distributed::group_of;
+using distributed::save_group;
 using torch::autograd::AutogradContext;
 using torch::autograd::Function;
 using torch::autograd::variable_list;
 
 namespace {
-
-// The group travels through autograd's saved data as an integer: it outlives every graph.
-void save_group(AutogradContext* ctx, distributed::Group* g) {
-  ctx->saved_data["group"] = reinterpret_cast<int64_t>(g);
-}
-distributed::Group& group_of(AutogradContext* ctx) {
-  return *reinterpret_cast<distributed::Group*>(ctx->saved_data["group"].toInt());
-}
 
 at::Tensor summed(const at::Tensor& x, distributed::Group& g) {
   at::Tensor y = x.contiguous().clone();
